@@ -1,0 +1,37 @@
+# Two entry points for a fresh clone: `make lab` and `make test`.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: lab test lint typecheck unit integration bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab --notebook-dir=notebooks $(LAB_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check nbdist tests
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/python -m pytest tests $(PYTEST_ARGS)
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
+
+integration: $(STAMP)
+	$(BIN)/python -m pytest tests/integration $(PYTEST_ARGS)
+
+# Side-by-side figures against Ray (installs the optional `bench` extra).
+bench: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
+	$(BIN)/nbdist microbenchmark --compare ray $(BENCH_ARGS)
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,209 @@
+"""Actors: remote classes, their handles and methods (layer L3).
+
+``ActorClass.remote(*args)`` creates an actor (a dedicated worker process running the class)
+and returns an `ActorHandle`; ``handle.method.remote(*args)`` submits a call. Calls from one
+process to an actor run in submission order. A handle is reference-counted like an object ref:
+when no handle remains anywhere (and the actor is not ``lifetime="detached"``), the actor exits
+after its pending calls. Handles pickle, so they can be passed to tasks and other actors.
+"""
+
+from __future__ import annotations
+
+import inspect
+import pickle
+from typing import Any
+
+from . import protocol as P
+from . import runtime
+from .remote_function import (
+    ACTOR_OPTIONS,
+    METHOD_OPTIONS,
+    check_options,
+    new_function_id,
+    resource_shape,
+)
+from .serialization import check_picklable
+
+
+def method(**options: Any) -> Any:
+    """Decorator for actor methods: ``@nbdist.method(num_returns=2)``."""
+    check_options(options, METHOD_OPTIONS, "an actor method")
+
+    def wrap(fn: Any) -> Any:
+        fn.__nbdist_method_options__ = options
+        return fn
+
+    return wrap
+
+
+def _method_table(cls: type) -> dict[str, tuple[int, bool]]:
+    table: dict[str, tuple[int, bool]] = {}
+    for name, fn in inspect.getmembers(cls, predicate=callable):
+        if name.startswith("__") and name != "__call__":
+            continue
+        opts = getattr(fn, "__nbdist_method_options__", {})
+        table[name] = (opts.get("num_returns", 1), inspect.iscoroutinefunction(fn))
+    return table
+
+
+class ActorClass:
+    """A class whose instances live in the cluster as actors."""
+
+    def __init__(self, cls: type, options: dict[str, Any]) -> None:
+        check_options(options, ACTOR_OPTIONS, f"actor class {cls.__name__!r}")
+        self._cls = cls
+        self._options = dict(options)
+        self._fid = new_function_id()
+        self._pickled: bytes | None = None
+        self._methods = _method_table(cls)
+        self.__name__ = cls.__name__
+        self.__qualname__ = cls.__qualname__
+        self.__doc__ = cls.__doc__
+        self.__wrapped__ = cls
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(
+            f"Actor class {self.__name__!r} cannot be instantiated directly. Use "
+            f"{self.__name__}.remote(...) to create an actor.")
+
+    def options(self, **options: Any) -> ActorClass:
+        check_options(options, ACTOR_OPTIONS, f"actor class {self.__name__!r}")
+        clone = object.__new__(ActorClass)
+        clone.__dict__.update(self.__dict__)
+        clone._options = {**self._options, **options}
+        return clone
+
+    def _pickle(self) -> bytes:
+        if self._pickled is None:
+            data, _ = check_picklable(self._cls, f"actor class {self.__name__!r}")
+            self._pickled = data
+        return self._pickled
+
+    def remote(self, *args: Any, **kwargs: Any) -> ActorHandle:
+        client = runtime.current()
+        opts = self._options
+        name = opts.get("name")
+        namespace = opts.get("namespace")
+        if name is not None and opts.get("get_if_exists"):
+            from .api import get_actor
+
+            try:
+                return get_actor(name, namespace)
+            except ValueError:
+                pass
+        actor_id = client.ids.next()
+        meta = pickle.dumps((actor_id, self.__name__, self._methods))
+        if name is not None:
+            ns = namespace if namespace is not None else _job_namespace()
+            client.control("register_name", (ns, name, actor_id, meta))
+            namespace = ns
+        extra = {
+            "max_restarts": _int_opt(opts.get("max_restarts"), 0),
+            "max_task_retries": _int_opt(opts.get("max_task_retries"), 0),
+            "max_concurrency": opts.get("max_concurrency"),
+            "name": name,
+            "namespace": namespace,
+            "lifetime": opts.get("lifetime"),
+            "class_name": self.__name__,
+        }
+        shape = resource_shape(opts, 0.0)
+        pickled = None if self._fid in client._fns else self._pickle()
+        handle = ActorHandle(actor_id, self.__name__, self._methods, _add=False)
+        client.submit(self._fid, pickled, f"{self.__name__}.__init__", args, kwargs, 1,
+                      shape, 0, False, actor_id, P.ACTOR_INIT, extra)
+        from . import events as ev
+
+        if client.mode == P.KIND_DRIVER:
+            client.publish(ev.ActorCreated(ev.time.time(), f"{actor_id:018x}", self.__name__,
+                                           name))
+        return handle
+
+    def __repr__(self) -> str:
+        return f"<nbdist actor class {self.__name__}>"
+
+
+def _int_opt(value: Any, default: int) -> int:
+    if value is None:
+        return default
+    return -1 if value == -1 else int(value)
+
+
+def _job_namespace() -> str:
+    from . import api
+
+    return api._namespace
+
+
+class ActorMethod:
+    __slots__ = ("_handle", "_name", "_nret", "_task_name")
+
+    def __init__(self, handle: ActorHandle, name: str, nret: int) -> None:
+        self._handle = handle
+        self._name = name
+        self._nret = nret
+        self._task_name = f"{handle._class_name}.{name}"
+
+    def remote(self, *args: Any, **kwargs: Any) -> Any:
+        client = runtime.current()
+        nret = self._nret
+        _, refs = client.submit(0, None, self._task_name, args, kwargs, nret, None, 0, False,
+                                self._handle._actor_id, self._name)
+        if nret == 1:
+            return refs[0]
+        if nret == 0:
+            return None
+        return refs
+
+    def options(self, **options: Any) -> ActorMethod:
+        check_options(options, METHOD_OPTIONS, f"actor method {self._name!r}")
+        clone = ActorMethod(self._handle, self._name, options.get("num_returns", self._nret))
+        if options.get("name"):
+            clone._task_name = options["name"]
+        return clone
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(
+            f"Actor methods cannot be called directly. Use "
+            f"actor.{self._name}.remote(...) instead.")
+
+
+class ActorHandle:
+    """A handle to an actor; pickles, so it can be passed to tasks and other actors."""
+
+    def __init__(self, actor_id: int, class_name: str, methods: dict[str, tuple[int, bool]],
+                 _add: bool = True) -> None:
+        self._actor_id = actor_id
+        self._class_name = class_name
+        self._methods = methods
+        client = runtime._client
+        if client is not None:
+            client._hold(actor_id, _add)
+        for name, (nret, _) in methods.items():
+            self.__dict__[name] = ActorMethod(self, name, nret)
+
+    def __del__(self) -> None:
+        client = runtime._client
+        if client is not None:
+            client._release(self._actor_id)
+
+    def __getattr__(self, name: str) -> Any:
+        raise AttributeError(
+            f"Actor {self._class_name!r} has no method {name!r}. Methods: "
+            f"{', '.join(sorted(self._methods)) or '(none)'}.")
+
+    def __reduce__(self) -> Any:
+        return (_rebuild_handle, (self._actor_id, self._class_name, self._methods))
+
+    def __repr__(self) -> str:
+        return f"Actor({self._class_name}, {self._actor_id:018x})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ActorHandle) and other._actor_id == self._actor_id
+
+    def __hash__(self) -> int:
+        return hash(self._actor_id)
+
+
+def _rebuild_handle(actor_id: int, class_name: str, methods: dict[str, tuple[int, bool]]
+                    ) -> ActorHandle:
+    return ActorHandle(actor_id, class_name, methods, _add=True)

@@ -1,0 +1,320 @@
+"""The public API (layer L3): Ray's core names and semantics.
+
+``init`` starts (or, later, attaches to) a cluster and makes this process its driver; the first
+remote call does it implicitly with defaults. ``shutdown`` stops what ``init`` started; it also
+runs at interpreter exit. Everything else forwards to the process's `runtime.CoreClient`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import inspect
+import os
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from . import config as config_mod
+from . import runtime
+from .actor import ActorClass, ActorHandle, _rebuild_handle
+from .cluster import LocalCluster
+from .exceptions import ClusterError
+from .ids import hex_id
+from .remote_function import RemoteFunction
+from .runtime import ObjectRef
+
+_lock = threading.RLock()
+_cluster: LocalCluster | None = None
+_namespace = ""
+_info: dict[str, Any] = {}
+
+_INIT_IGNORED = frozenset({"include_dashboard", "dashboard_host", "dashboard_port",
+                           "logging_level", "configure_logging", "log_to_driver_level",
+                           "_temp_dir", "_system_config"})
+
+
+class ClusterInfo(dict):  # type: ignore[type-arg]
+    """What init() returns: address, node id, session dir, resources (a dict)."""
+
+    @property
+    def address_info(self) -> dict[str, Any]:
+        return dict(self)
+
+    def __enter__(self) -> ClusterInfo:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        shutdown()
+
+
+def init(address: str | None = None, *, num_cpus: float | None = None,
+         num_gpus: float | None = None, resources: dict[str, float] | None = None,
+         object_store_memory: int | None = None, namespace: str | None = None,
+         ignore_reinit_error: bool = False, log_to_driver: bool = True,
+         **kwargs: Any) -> ClusterInfo:
+    """Start a local cluster (head, node daemon, workers) and make this process its driver.
+
+    ``num_cpus`` defaults to the machine's cores; ``num_gpus`` to 0 (declare GPUs to use them);
+    ``resources`` adds custom logical resources; ``object_store_memory`` (bytes) bounds the
+    shared-memory store (default 30% of RAM)."""
+    global _cluster, _namespace, _info
+    unknown = sorted(set(kwargs) - _INIT_IGNORED)
+    if unknown:
+        raise TypeError(
+            f"init() got unexpected argument(s) {', '.join(unknown)}. Valid: address, "
+            "num_cpus, num_gpus, resources, object_store_memory, namespace, "
+            "ignore_reinit_error, log_to_driver.")
+    with _lock:
+        if runtime._client is not None and not runtime._client.closed:
+            if ignore_reinit_error:
+                return ClusterInfo(_info)
+            raise RuntimeError(
+                "nbdist.init() was already called: the cluster is running. Call "
+                "nbdist.shutdown() first, or pass ignore_reinit_error=True.")
+        if runtime._client is not None:
+            _shutdown_locked()
+        if address not in (None, "local"):
+            raise ClusterError(
+                f"Attaching to a running cluster ({address!r}) is not available in this "
+                "version; call init() without an address to start a local cluster.")
+        if resources is not None and ({"CPU", "GPU"} & set(resources)):
+            raise ValueError("Pass num_cpus / num_gpus, not resources={'CPU'|'GPU': ...}.")
+        cfg = config_mod.load({"object_store_memory": object_store_memory,
+                               "log_to_driver": log_to_driver})
+        cpus = float(num_cpus) if num_cpus is not None else float(os.cpu_count() or 1)
+        cluster = LocalCluster(cfg, cpus, float(num_gpus or 0), dict(resources or {}))
+        try:
+            cluster.start()
+            client = cluster.connect()
+        except BaseException:
+            cluster.stop()
+            raise
+        _cluster = cluster
+        runtime.set_client(client)
+        client.start()
+        _namespace = namespace or ""
+        if namespace:
+            client.control("kv_put", (f"job_namespace:{client.job}", namespace))
+        _info = {
+            "address": cluster.node_address,
+            "node_id": client.node_id,
+            "session_dir": cluster.session_dir,
+            "namespace": _namespace,
+            "job_id": hex_id(client.job),
+        }
+        return ClusterInfo(_info)
+
+
+def _auto_init() -> runtime.CoreClient:
+    with _lock:
+        if runtime._client is None:
+            init()
+    assert runtime._client is not None
+    return runtime._client
+
+
+runtime.set_auto_init(_auto_init)
+
+
+def is_initialized() -> bool:
+    client = runtime._client
+    return client is not None and not client.closed
+
+
+def shutdown() -> None:
+    """Stop the cluster this process started; its workers, actors and objects are gone."""
+    with _lock:
+        _shutdown_locked()
+
+
+def _shutdown_locked() -> None:
+    global _cluster
+    client = runtime._client
+    runtime.set_client(None)
+    if client is not None:
+        client.close()
+    if _cluster is not None:
+        _cluster.stop()
+        _cluster = None
+
+
+atexit.register(shutdown)
+
+
+def remote(*args: Any, **options: Any) -> Any:
+    """``@remote`` or ``@remote(**options)`` on a function (a task) or a class (an actor)."""
+    if len(args) == 1 and not options and callable(args[0]):
+        return _make_remote(args[0], {})
+    if args:
+        raise TypeError("Use @remote or @remote(option=value, ...).")
+
+    def decorator(target: Any) -> Any:
+        return _make_remote(target, options)
+
+    return decorator
+
+
+def _make_remote(target: Any, options: dict[str, Any]) -> Any:
+    if inspect.isclass(target):
+        return ActorClass(target, options)
+    if callable(target):
+        return RemoteFunction(target, options)
+    raise TypeError(f"@remote needs a function or a class, not {type(target).__name__}.")
+
+
+def _as_refs(value: Any, what: str) -> tuple[list[ObjectRef], bool]:
+    if isinstance(value, ObjectRef):
+        return [value], True
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            if not isinstance(item, ObjectRef):
+                raise TypeError(
+                    f"{what}() takes ObjectRefs or a list of them; got an item of type "
+                    f"{type(item).__name__}.")
+        return list(value), False
+    raise TypeError(
+        f"{what}() takes an ObjectRef or a list of ObjectRefs, not {type(value).__name__}.")
+
+
+def get(object_refs: ObjectRef | Sequence[ObjectRef], *, timeout: float | None = None) -> Any:
+    """The value(s) of ``object_refs``, waiting for them; raises the task's error if it failed.
+
+    numpy arrays and Arrow data from shared memory come back as zero-copy read-only views."""
+    refs, single = _as_refs(object_refs, "get")
+    client = runtime.current()
+    values = client.get(refs, timeout)
+    return values[0] if single else values
+
+
+def put(value: Any) -> ObjectRef:
+    """Store ``value`` in the object store; returns its ref."""
+    return runtime.current().put(value)
+
+
+def wait(object_refs: Sequence[ObjectRef], *, num_returns: int = 1,
+         timeout: float | None = None, fetch_local: bool = True
+         ) -> tuple[list[ObjectRef], list[ObjectRef]]:
+    """Split ``object_refs`` into (ready, not ready) once ``num_returns`` are ready or the
+    timeout passes; ready refs keep the input order."""
+    if isinstance(object_refs, ObjectRef):
+        raise TypeError("wait() takes a list of ObjectRefs, not a single ObjectRef.")
+    refs, _ = _as_refs(object_refs, "wait")
+    if len(set(refs)) != len(refs):
+        raise ValueError("wait() got the same ObjectRef more than once.")
+    if not isinstance(num_returns, int) or num_returns < 0:
+        raise ValueError(f"num_returns must be a non-negative int, not {num_returns!r}.")
+    if num_returns > len(refs):
+        raise ValueError(
+            f"num_returns ({num_returns}) cannot exceed the number of refs ({len(refs)}).")
+    return runtime.current().wait(refs, num_returns, timeout)
+
+
+def cancel(object_ref: ObjectRef, *, force: bool = False, recursive: bool = True) -> None:
+    """Cancel the task that produces ``object_ref``: a queued task never runs; a running one
+    gets KeyboardInterrupt, or with ``force=True`` its worker is killed. ``get`` then raises
+    TaskCancelledError."""
+    if not isinstance(object_ref, ObjectRef):
+        raise TypeError(f"cancel() takes an ObjectRef, not {type(object_ref).__name__}.")
+    runtime.current().cancel(object_ref.id, force)
+
+
+def kill(actor: ActorHandle, *, no_restart: bool = True) -> None:
+    """Kill an actor's process now; pending calls raise ActorDiedError."""
+    if not isinstance(actor, ActorHandle):
+        raise TypeError(f"kill() takes an ActorHandle, not {type(actor).__name__}.")
+    runtime.current().kill_actor(actor._actor_id, no_restart)
+
+
+def get_actor(name: str, namespace: str | None = None) -> ActorHandle:
+    """The handle of the live actor called ``name``; ValueError if there is none."""
+    client = runtime.current()
+    ns = namespace if namespace is not None else (_namespace if client.mode == "driver"
+                                                  else None)
+    meta = client.control("get_named", (ns, name, client.job or client.ctx.job))
+    if meta is None:
+        raise ValueError(
+            f"Failed to look up actor {name!r} in namespace {ns or '(default)'!r}: no such "
+            "actor is alive. Create it with .options(name=...).remote() first.")
+    import pickle
+
+    actor_id, class_name, methods = pickle.loads(meta)
+    return _rebuild_handle(actor_id, class_name, methods)
+
+
+def nodes() -> list[dict[str, Any]]:
+    """One dict per node: NodeID, Alive, NodeManagerAddress, Resources, and more."""
+    out = []
+    for n in runtime.current().control("nodes"):
+        out.append({
+            "NodeID": n["node_id"],
+            "Alive": n.get("alive", True),
+            "NodeManagerAddress": n.get("address", ""),
+            "NodeManagerHostname": os.uname().nodename,
+            "Resources": dict(n.get("total", {})),
+            "ObjectStoreUsed": n.get("store_used", 0),
+            "Pid": n.get("pid", 0),
+            "alive": n.get("alive", True),
+        })
+    return out
+
+
+def cluster_resources() -> dict[str, float]:
+    return dict(runtime.current().control("cluster_resources"))
+
+
+def available_resources() -> dict[str, float]:
+    avail = runtime.current().control("available_resources")
+    return {k: v for k, v in avail.items() if v > 0}
+
+
+class RuntimeContext:
+    """Where the calling code runs (Ray's get_runtime_context())."""
+
+    def __init__(self, client: runtime.CoreClient) -> None:
+        self._client = client
+
+    def get_job_id(self) -> str:
+        c = self._client
+        return hex_id(c.job or c.ctx.job)
+
+    def get_task_id(self) -> str | None:
+        tid = self._client.ctx.task_id
+        return hex_id(tid) if tid else None
+
+    def get_node_id(self) -> str:
+        return self._client.node_id
+
+    def get_actor_id(self) -> str | None:
+        aid = self._client.ctx.actor_id
+        return hex_id(aid) if aid else None
+
+    def get_worker_id(self) -> str:
+        return hex_id(self._client.client_no)
+
+    @property
+    def job_id(self) -> str:
+        return self.get_job_id()
+
+    @property
+    def task_id(self) -> str | None:
+        return self.get_task_id()
+
+    @property
+    def node_id(self) -> str:
+        return self.get_node_id()
+
+    @property
+    def actor_id(self) -> str | None:
+        return self.get_actor_id()
+
+    @property
+    def namespace(self) -> str:
+        return _namespace
+
+    def get(self) -> dict[str, Any]:
+        return {"job_id": self.job_id, "task_id": self.task_id, "node_id": self.node_id,
+                "actor_id": self.actor_id, "namespace": self.namespace}
+
+
+def get_runtime_context() -> RuntimeContext:
+    return RuntimeContext(runtime.current())

@@ -1,0 +1,69 @@
+"""Runtime configuration (layer L0).
+
+Read when a runtime starts (never at import): defaults, overridden by ``NBDIST_*`` environment
+variables, overridden by arguments to ``init()``. Values travel to the cluster processes as a
+plain dict, so each process sees the same configuration.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+MiB = 1 << 20
+
+
+@dataclass
+class Config:
+    # Values whose pickled size is at most this travel inside messages; larger ones go to
+    # shared memory (a file per object under shm_dir).
+    inline_max_bytes: int = 100 * 1024
+    # Object store capacity; 0 means a fraction of RAM (store_fraction).
+    object_store_memory: int = 0
+    store_fraction: float = 0.3
+    shm_dir: str = "/dev/shm"
+    # Transport.
+    max_frame_bytes: int = 256 * MiB
+    handshake_timeout_s: float = 5.0
+    # Worker pool: how many task workers may exist beyond num_cpus (blocked in get, etc.).
+    max_extra_workers: int = 64
+    # Worker stdout/stderr is printed on the driver with a "(name pid=N)" prefix.
+    log_to_driver: bool = True
+    # Events kept for late subscribers and timelines.
+    event_buffer: int = 200_000
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Config:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def load(overrides: dict[str, Any] | None = None) -> Config:
+    """Defaults, then NBDIST_<NAME> environment variables, then ``overrides``."""
+    cfg = Config()
+    for f in fields(Config):
+        raw = os.environ.get("NBDIST_" + f.name.upper())
+        if raw is None:
+            continue
+        current = getattr(cfg, f.name)
+        if isinstance(current, bool):
+            setattr(cfg, f.name, raw.strip().lower() in ("1", "true", "yes", "on"))
+        else:
+            setattr(cfg, f.name, type(current)(raw))
+    for key, value in (overrides or {}).items():
+        if value is not None and hasattr(cfg, key):
+            setattr(cfg, key, value)
+    if cfg.object_store_memory <= 0:
+        cfg.object_store_memory = int(total_memory() * cfg.store_fraction)
+    return cfg
+
+
+def total_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return 8 << 30

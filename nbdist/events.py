@@ -1,0 +1,313 @@
+"""The event stream: typed, versioned records of every state change (layer L0: stdlib only).
+
+Producers (the driver runtime) call `publish(record)`: an append to a bounded deque, nothing
+else, so tracing costs little on the hot path. A single dispatcher thread, started on the first
+`subscribe`, hands each subscriber the records in batches (a list per call), at most every
+``BATCH_INTERVAL_S``. A subscriber that falls more than ``MAX_BACKLOG`` records behind gets an
+`EventsDropped` summary instead of the records it missed: a slow consumer never slows the engine.
+
+Every record is a frozen dataclass with ``kind`` (a stable string) and ``version``
+(`EVENT_VERSION`, bumped when a field changes); ``time`` is ``time.time()`` on the driver or the
+worker where it happened. Ids are the hex strings users see elsewhere.
+
+    subscribe(callback) -> unsubscribe     callback(list[Event]) on the dispatcher thread
+    recent(n=None) -> list[Event]          the last records kept (config.event_buffer)
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+log = logging.getLogger(__name__)
+
+EVENT_VERSION = 1
+BATCH_INTERVAL_S = 0.05
+MAX_BACKLOG = 50_000
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    time: float
+
+    kind = "event"
+    version = EVENT_VERSION
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSubmitted(Event):
+    task_id: str
+    name: str
+    deps: tuple[str, ...]
+    returns: tuple[str, ...]
+    parent_task: str | None
+    actor_id: str | None = None
+    submitter: str | None = None  # an opaque tag of the caller (e.g. a notebook cell)
+    kind = "task_submitted"
+
+
+@dataclass(frozen=True, slots=True)
+class TaskStarted(Event):
+    task_id: str
+    name: str
+    node_id: str
+    worker_pid: int
+    kind = "task_started"
+
+
+@dataclass(frozen=True, slots=True)
+class TaskFinished(Event):
+    task_id: str
+    name: str
+    duration: float
+    node_id: str
+    worker_pid: int
+    kind = "task_finished"
+
+
+@dataclass(frozen=True, slots=True)
+class TaskFailed(Event):
+    task_id: str
+    name: str
+    error_type: str
+    message: str
+    duration: float
+    worker_pid: int
+    kind = "task_failed"
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRetried(Event):
+    task_id: str
+    name: str
+    attempt: int
+    reason: str
+    kind = "task_retried"
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectCreated(Event):
+    object_id: str
+    size: int
+    node_id: str
+    owner: str
+    task_id: str | None
+    in_shared_memory: bool
+    kind = "object_created"
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectFreed(Event):
+    object_id: str
+    kind = "object_freed"
+
+
+@dataclass(frozen=True, slots=True)
+class WaitBegun(Event):
+    wait_id: int
+    call: str  # "get" or "wait"
+    object_ids: tuple[str, ...]
+    num_returns: int
+    ready: int
+    submitter: str | None = None
+    kind = "wait_begun"
+
+
+@dataclass(frozen=True, slots=True)
+class WaitProgress(Event):
+    wait_id: int
+    ready: int
+    total: int
+    kind = "wait_progress"
+
+
+@dataclass(frozen=True, slots=True)
+class WaitDone(Event):
+    wait_id: int
+    ready: int
+    total: int
+    timed_out: bool
+    kind = "wait_done"
+
+
+@dataclass(frozen=True, slots=True)
+class ActorCreated(Event):
+    actor_id: str
+    class_name: str
+    name: str | None
+    kind = "actor_created"
+
+
+@dataclass(frozen=True, slots=True)
+class ActorRestarted(Event):
+    actor_id: str
+    restarts: int
+    kind = "actor_restarted"
+
+
+@dataclass(frozen=True, slots=True)
+class ActorDied(Event):
+    actor_id: str
+    reason: str
+    kind = "actor_died"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeUp(Event):
+    node_id: str
+    address: str
+    resources: dict[str, float] = field(default_factory=dict)
+    kind = "node_up"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeDown(Event):
+    node_id: str
+    reason: str
+    kind = "node_down"
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerUp(Event):
+    node_id: str
+    worker_pid: int
+    kind = "worker_up"
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerDown(Event):
+    node_id: str
+    worker_pid: int
+    reason: str
+    kind = "worker_down"
+
+
+@dataclass(frozen=True, slots=True)
+class Output(Event):
+    task_id: str
+    name: str
+    worker_pid: int
+    stream: str  # "stdout" or "stderr"
+    line: str
+    kind = "stdout"
+
+
+@dataclass(frozen=True, slots=True)
+class EventsDropped(Event):
+    count: int
+    kind = "events_dropped"
+
+
+Callback = Callable[[list[Event]], None]
+
+
+class _Subscriber:
+    __slots__ = ("callback", "backlog", "dropped")
+
+    def __init__(self, callback: Callback) -> None:
+        self.callback = callback
+        self.backlog: collections.deque[Event] = collections.deque()
+        self.dropped = 0
+
+
+class EventBus:
+    """Bounded history plus batched delivery to subscribers (see the module docstring)."""
+
+    def __init__(self, history: int = 200_000) -> None:
+        self._history: collections.deque[Event] = collections.deque(maxlen=history)
+        self._pending: collections.deque[Event] = collections.deque()
+        self._subs: list[_Subscriber] = []
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    def publish(self, event: Event) -> None:
+        self._history.append(event)
+        if self._subs:
+            self._pending.append(event)
+
+    def recent(self, n: int | None = None) -> list[Event]:
+        items = list(self._history)
+        return items if n is None else items[-n:]
+
+    def subscribe(self, callback: Callback) -> Callable[[], None]:
+        sub = _Subscriber(callback)
+        with self._lock:
+            self._subs.append(sub)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="nbdist-events", daemon=True
+                )
+                self._thread.start()
+
+        def unsubscribe() -> None:
+            with self._lock, contextlib.suppress(ValueError):
+                self._subs.remove(sub)
+
+        return unsubscribe
+
+    def flush(self) -> None:
+        """Deliver everything published so far (on the calling thread)."""
+        self._deliver()
+
+    def _run(self) -> None:
+        while not self._closed:
+            self._wake.wait(BATCH_INTERVAL_S)
+            self._deliver()
+
+    def _deliver(self) -> None:
+        with self._lock:
+            subs = list(self._subs)
+            batch: list[Event] = []
+            pending = self._pending
+            while pending:
+                batch.append(pending.popleft())
+        if not batch:
+            return
+        for sub in subs:
+            sub.backlog.extend(batch)
+            excess = len(sub.backlog) - MAX_BACKLOG
+            if excess > 0:
+                for _ in range(excess):
+                    sub.backlog.popleft()
+                sub.dropped += excess
+            items = list(sub.backlog)
+            sub.backlog.clear()
+            if sub.dropped:
+                items.insert(0, EventsDropped(time.time(), sub.dropped))
+                sub.dropped = 0
+            try:
+                sub.callback(items)
+            except Exception:  # a subscriber's bug must not stop the stream for others
+                log.exception("nbdist event subscriber %r raised", sub.callback)
+
+    def close(self) -> None:
+        self._closed = True
+        self._wake.set()
+
+
+_bus = EventBus()
+
+
+def bus() -> EventBus:
+    return _bus
+
+
+def subscribe(callback: Callback) -> Callable[[], None]:
+    """Call ``callback(list_of_events)`` for every event from now on; returns unsubscribe."""
+    return _bus.subscribe(callback)
+
+
+def recent(n: int | None = None) -> list[Event]:
+    """The most recent events kept in memory (all of them when ``n`` is None)."""
+    return _bus.recent(n)
+
+
+def publish(event: Event) -> None:
+    _bus.publish(event)

@@ -1,0 +1,85 @@
+"""Tying child processes to their parent's life (layer L0: stdlib only).
+
+Two mechanisms, because each covers a gap of the other:
+
+* ``PR_SET_PDEATHSIG`` (Linux): the kernel sends SIGKILL to the child when the thread that
+  forked it dies. Quick, but tied to a *thread*, so it is only armed by callers that start
+  children from a long-lived thread.
+* A pipe from the parent: the child watches the read end; EOF means every holder of the write
+  end is gone. Works everywhere, for grandchildren too, and is what the daemons select on.
+
+Stale shared-memory files (``nbdist-<pid>-...``) of daemons that died without cleaning up are
+removed by `sweep_stale_shm` when a new cluster starts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import os
+import signal
+import sys
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(sig: int = signal.SIGKILL) -> None:
+    """Ask the kernel to send ``sig`` to this process when its parent exits (Linux only)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() == 1:
+        # The parent died before prctl took effect.
+        os._exit(1)
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_stale_shm(shm_dir: str) -> int:
+    """Remove ``nbdist-<pid>-*`` files whose daemon pid no longer runs; return how many."""
+    removed = 0
+    try:
+        names = os.listdir(shm_dir)
+    except OSError:
+        return 0
+    for name in names:
+        if not name.startswith("nbdist-"):
+            continue
+        parts = name.split("-")
+        if len(parts) < 3 or not parts[1].isdigit():
+            continue
+        if pid_alive(int(parts[1])):
+            continue
+        with contextlib.suppress(OSError):
+            os.unlink(os.path.join(shm_dir, name))
+            removed += 1
+    return removed
+
+
+def remove_shm_of(shm_dir: str, node_pid: int) -> int:
+    """Remove every shared-memory file of the node daemon ``node_pid``."""
+    prefix = f"nbdist-{node_pid}-"
+    removed = 0
+    try:
+        names = os.listdir(shm_dir)
+    except OSError:
+        return 0
+    for name in names:
+        if name.startswith(prefix):
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(shm_dir, name))
+                removed += 1
+    return removed

@@ -1,0 +1,381 @@
+"""The node daemon: one per machine (layer L2).
+
+It owns, on one thread, a `transport.Server` loop and the `scheduler.NodeState` it feeds:
+drivers and workers connect to it; it forks worker processes (cheap: the daemon imports little,
+and the children share its pages) and talks to each over an authenticated socketpair; it relays
+cluster queries (nodes, named actors) to the head over one more connection in the same loop.
+
+    driver ──SUBMIT/PUT/GET_REQ──▶ node ──EXEC──▶ worker
+       ▲                            │  ◀──RESULT──┘
+       └───────DONE/OBJ/STARTED─────┘
+
+Lifetime: the daemon exits when its parent's pipe (``--parent-fd``) reaches EOF, on SIGTERM, or
+when its parent dies (PR_SET_PDEATHSIG); on the way out it kills its workers and removes its
+shared-memory files and socket. Workers die with it (PDEATHSIG and EOF on their socketpair).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+from typing import Any
+
+from . import config as config_mod
+from . import ids, lifetime, transport
+from . import protocol as P
+from .scheduler import Client, NodeState, Worker
+from .store import unlink as unlink_file
+
+log = logging.getLogger("nbdist.node")
+
+
+class NodeDaemon:
+    """Process-level I/O around `NodeState` (the scheduler's ``NodeIO``)."""
+
+    def __init__(self, args: argparse.Namespace, secret: bytes, cfg: config_mod.Config) -> None:
+        self.args = args
+        self.secret = secret
+        self.cfg = cfg
+        self.node_pid = os.getpid()
+        self.node_index = args.node_index
+        self.node_id = f"{self.node_index:04x}{self.node_pid:08x}"
+        self.shm_dir = cfg.shm_dir
+        self.server = transport.Server(
+            secret, self.on_messages, self.on_close,
+            max_frame=cfg.max_frame_bytes, handshake_timeout=cfg.handshake_timeout_s)
+        self.server.on_iteration = self.on_iteration
+        resources: dict[str, float] = {"CPU": float(args.num_cpus)}
+        if args.num_gpus:
+            resources["GPU"] = float(args.num_gpus)
+        resources.update({k: float(v) for k, v in json.loads(args.resources or "{}").items()})
+        resources["memory"] = float(config_mod.total_memory())
+        resources["object_store_memory"] = float(cfg.object_store_memory)
+        resources[f"node:{self.node_id}"] = 1.0
+        self.state = NodeState(self, resources, list(range(int(args.num_gpus or 0))),
+                               int(args.num_cpus), cfg.max_extra_workers, cfg.object_store_memory)
+        self.next_local = 1
+        self.worker_peers: dict[int, Worker] = {}
+        self.head: transport.Peer | None = None
+        self.head_pending: dict[int, tuple[Client, int]] = {}
+        self.head_token = 0
+        self.res_dirty = False
+        self.address = ""
+        self.stopping = False
+
+    # ---------------------------------------------------------------- NodeIO
+    def send(self, client: Client, msg: tuple) -> None:
+        if client.peer is not None:
+            self.server.send(client.peer, msg)
+
+    def spawn_worker(self) -> Worker | None:
+        parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        pid = os.fork()
+        if pid == 0:  # the worker process
+            parent_sock.close()
+            self._become_worker(child_sock)
+        child_sock.close()
+        worker = Worker(pid)
+        peer = self.server.adopt(parent_sock)
+        self.worker_peers[peer.fd] = worker
+        local = self.next_local
+        self.next_local += 1
+        client = Client(peer, P.KIND_WORKER, ids.client_no(self.node_index, local), pid, 0)
+        peer.info = client
+        client.worker = worker
+        worker.client = client
+        self.state.worker_started(worker)
+        for job in self.state.jobs:
+            self.state._event(job, "worker_up", {"pid": pid})
+        return worker
+
+    def _become_worker(self, sock: socket.socket) -> None:
+        code = 1
+        try:
+            fd = sock.fileno()
+            os.closerange(3, fd)
+            os.closerange(fd + 1, 65536)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            lifetime.die_with_parent()
+            from . import worker
+
+            info = self.welcome_info()
+            info["client_no"] = ids.client_no(self.node_index, self.next_local)
+            worker.main(sock, self.secret, info)
+            code = 0
+        except BaseException:
+            import traceback
+
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+
+    def kill_worker(self, worker: Worker, graceful: bool = False) -> None:
+        if graceful and worker.client is not None and worker.client.peer is not None:
+            self.server.send(worker.client.peer, (P.EXIT,))
+            return
+        try:
+            os.kill(worker.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    def unlink(self, oid: int) -> None:
+        unlink_file(os.path.join(self.shm_dir, P.shm_name(self.node_pid, oid)))
+
+    def to_head(self, op: str, args: Any) -> None:
+        if self.head is not None:
+            self.server.send(self.head, (P.HEAD_REQUEST, 0, op, args))
+
+    def resources_changed(self) -> None:
+        self.res_dirty = True
+
+    # ---------------------------------------------------------------- messages
+    def welcome_info(self) -> dict[str, Any]:
+        return {
+            "node_id": self.node_id,
+            "node_pid": self.node_pid,
+            "node_index": self.node_index,
+            "shm_dir": self.shm_dir,
+            "config": self.cfg.to_dict(),
+            "resources": dict(self.state.total),
+            "address": self.address,
+        }
+
+    def on_messages(self, peer: transport.Peer, msgs: list[Any]) -> None:
+        client = peer.info
+        if client is None:
+            self._hello(peer, msgs[0])
+            msgs = msgs[1:]
+            client = peer.info
+            if client is None:
+                return
+        if client == "head":
+            for msg in msgs:
+                self._from_head(msg)
+            return
+        st = self.state
+        for msg in msgs:
+            op = msg[0]
+            if op == P.SUBMIT:
+                st.submit(client, msg[1])
+            elif op == P.REFS:
+                st.refs(client, msg[1])
+            elif op == P.RESULT:
+                worker = client.worker
+                if worker is not None:
+                    _, task_id, ok, locs, error, t0, t1 = msg
+                    st.result(worker, task_id, ok, locs, error, t0, t1)
+            elif op == P.GET_REQ:
+                st.get_request(client, msg[1])
+            elif op == P.PUT:
+                _, oid, blob, shm_size, contained = msg
+                st.put(client, oid, blob, shm_size, contained)
+            elif op == P.REGISTER_FN:
+                st.register_fn(msg[1], msg[2])
+            elif op == P.STDOUT:
+                self._stdout(client, msg)
+            elif op == P.BLOCKED:
+                if client.worker is not None:
+                    st.blocked(client.worker)
+            elif op == P.UNBLOCKED:
+                if client.worker is not None:
+                    st.unblocked(client.worker)
+            elif op == P.CANCEL:
+                st.cancel(msg[1], msg[2])
+            elif op == P.KILL_ACTOR:
+                st.kill_actor(msg[1], msg[2])
+            elif op == P.CONTROL:
+                self._control(client, msg[1], msg[2], msg[3])
+            else:
+                log.warning("nbdist node: unknown message %r from %s", op, client.pid)
+
+    def _hello(self, peer: transport.Peer, msg: Any) -> None:
+        if not (isinstance(msg, tuple) and len(msg) == 5 and msg[0] == P.HELLO):
+            self.server.drop(peer, "first message was not HELLO")
+            return
+        _, version, kind, pid, info = msg
+        if version != P.PROTOCOL_VERSION:
+            self.server.send(peer, (P.WELCOME, P.PROTOCOL_VERSION, 0, {"error": (
+                f"protocol version {version} is not supported (node speaks "
+                f"{P.PROTOCOL_VERSION}); use the same nbdist version everywhere")}))
+            self.server.flush()
+            self.server.drop(peer, "protocol version mismatch")
+            return
+        local = self.next_local
+        self.next_local += 1
+        client_no = ids.client_no(self.node_index, local)
+        client = Client(peer, kind, client_no, pid, client_no)
+        peer.info = client
+        self.state.client_joined(client)
+        self.server.send(peer, (P.WELCOME, P.PROTOCOL_VERSION, client_no, self.welcome_info()))
+
+    def _stdout(self, client: Client, msg: tuple) -> None:
+        _, task_id, stream, text = msg
+        name, job = self.state.task_name(task_id)
+        target = self.state.jobs.get(job)
+        if target is not None:
+            self.server.send(target.peer, (P.LOG, task_id, name, client.pid, stream, text))
+
+    def _control(self, client: Client, req_id: int, op: str, args: Any) -> None:
+        if op == "node_info":
+            snap = self.state.snapshot()
+            snap.update(self.welcome_info())
+            self.server.send(client.peer, (P.CONTROL_REPLY, req_id, True, snap))
+            return
+        if self.head is None:
+            self.server.send(client.peer, (P.CONTROL_REPLY, req_id, False,
+                                           "the head is not reachable from this node"))
+            return
+        self._push_update()
+        self.head_token += 1
+        self.head_pending[self.head_token] = (client, req_id)
+        self.server.send(self.head, (P.HEAD_REQUEST, self.head_token, op, args))
+
+    def _from_head(self, msg: Any) -> None:
+        if msg[0] == P.HEAD_REPLY:
+            _, token, ok, result = msg
+            pending = self.head_pending.pop(token, None)
+            if pending is not None:
+                client, req_id = pending
+                self.server.send(client.peer, (P.CONTROL_REPLY, req_id, ok, result))
+
+    def on_close(self, peer: transport.Peer) -> None:
+        client = peer.info
+        if client == "head":
+            self.head = None
+            log.error("nbdist node: lost the head; cluster queries fail until it returns")
+            return
+        worker = self.worker_peers.pop(peer.fd, None)
+        if worker is not None:
+            code = self._reap(worker.pid)
+            self.state.worker_lost(worker, code)
+        if isinstance(client, Client):
+            self.state.client_left(client)
+
+    def _reap(self, pid: int) -> int | None:
+        try:
+            got, status = os.waitpid(pid, os.WNOHANG)
+            if got == 0:
+                os.kill(pid, signal.SIGKILL)
+                got, status = os.waitpid(pid, 0)
+            return os.waitstatus_to_exitcode(status)
+        except (ChildProcessError, ProcessLookupError):
+            return None
+
+    def on_iteration(self) -> None:
+        st = self.state
+        if st.need_dispatch:
+            st.dispatch()
+        st.flush_notices()
+        if self.res_dirty and self.head is not None and not self._update_timer:
+            self._update_timer = True
+            self.server.call_later(0.05, self._push_update)
+
+    _update_timer = False
+
+    def _push_update(self) -> None:
+        self._update_timer = False
+        if self.head is not None and self.res_dirty:
+            self.res_dirty = False
+            self.server.send(self.head, (P.NODE_UPDATE, self.state.snapshot()))
+
+    # ---------------------------------------------------------------- lifecycle
+    def connect_head(self, deadline: float = 0.0) -> None:
+        """Connect to the head, retrying from the loop so local work is served meanwhile."""
+        deadline = deadline or time.monotonic() + 30.0
+        try:
+            sock = transport.connect(self.args.head, self.secret)
+        except OSError as exc:
+            if time.monotonic() > deadline:
+                log.error("nbdist node: cannot reach the head at %s: %s", self.args.head, exc)
+                self.server.stop()
+                return
+            self.server.call_later(0.005, lambda: self.connect_head(deadline))
+            return
+        peer = self.server.adopt(sock, authed=True)
+        peer.info = "head"
+        self.head = peer
+        info = self.welcome_info()
+        info.update(self.state.snapshot())
+        info["pid"] = self.node_pid
+        self.server.send(peer, (P.NODE_REGISTER, info))
+
+    def parent_gone(self) -> None:
+        try:
+            data = os.read(self.args.parent_fd, 64)
+        except OSError:
+            data = b""
+        if not data:
+            self.server.stop()
+
+    def shutdown(self) -> None:
+        for worker in list(self.state.workers.values()):
+            try:
+                os.kill(worker.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for pid in [w.pid for w in self.worker_peers.values()]:
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+        lifetime.remove_shm_of(self.shm_dir, self.node_pid)
+        self.server.close()
+        if self.address.startswith("unix:"):
+            unlink_file(self.address[5:])
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="nbdist-node")
+    p.add_argument("--listen", required=True, help="unix:/path or tcp:host:port")
+    p.add_argument("--head", required=True)
+    p.add_argument("--num-cpus", type=float, default=os.cpu_count() or 1)
+    p.add_argument("--num-gpus", type=float, default=0)
+    p.add_argument("--resources", default="{}")
+    p.add_argument("--node-index", type=int, default=1)
+    p.add_argument("--parent-fd", type=int, default=-1)
+    p.add_argument("--ready-file", default="")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s node %(levelname)s %(message)s")
+    if os.environ.pop("NBDIST_DEATHSIG", "1") == "1":
+        lifetime.die_with_parent(signal.SIGTERM)
+    secret = bytes.fromhex(os.environ.pop("NBDIST_CLUSTER_SECRET"))
+    cfg = config_mod.Config.from_dict(json.loads(os.environ.pop("NBDIST_CONFIG", "{}")))
+    lifetime.sweep_stale_shm(cfg.shm_dir)
+    daemon = NodeDaemon(args, secret, cfg)
+    signal.signal(signal.SIGTERM, lambda *_: daemon.server.stop())
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    lsock = transport.listen(args.listen)
+    daemon.address = transport.bound_address(lsock)
+    daemon.server.add_listener(lsock)
+    if args.parent_fd >= 0:
+        daemon.server.add_reader(args.parent_fd, daemon.parent_gone)
+    # Pages shared with forked workers stay shared if the collector does not touch them.
+    gc.freeze()
+    for _ in range(int(args.num_cpus)):
+        daemon.spawn_worker()
+    try:
+        daemon.connect_head()
+        if args.ready_file:
+            with open(args.ready_file + ".tmp", "w") as f:
+                f.write(daemon.address)
+            os.replace(args.ready_file + ".tmp", args.ready_file)
+        daemon.server.run()
+    finally:
+        daemon.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,95 @@
+"""Messages between nbdist processes (layer L0).
+
+Every connection starts with a mutual HMAC challenge (see ``transport``); only after it do frames
+flow. A frame is a 4-byte big-endian length and a pickled *list* of messages, so a sender can
+batch whatever it has queued into one write. A message is a tuple whose first item is an opcode
+below. Plain tuples, not classes, because they are built and pickled on every task's hot path;
+the layout of each is written next to its opcode and `PROTOCOL_VERSION` changes with any layout.
+
+Task spec (``SUBMIT``, ``EXEC``), a tuple indexed by the ``S_*`` constants:
+    task_id, fid (function or class id; 0 for actor methods), name, args (pickled blob or b""),
+    deps (ids of top-level ref arguments), num_returns, resources (tuple of (name, amount), or
+    None for one CPU), max_retries, retry_exceptions (bool or a pickled tuple of types), actor_id
+    (0 = a plain task), method, parent_task (0 = submitted by the driver), contained (ids of refs
+    nested inside the arguments), job (client number of the driver the work belongs to), extra
+    (dict of actor options for actor creation, else None).
+
+An object's location, ``Loc``: ``(oid, blob_or_None, shm_size)``: the value inline when blob is
+bytes, else a shared-memory file of shm_size bytes named ``shm_name(node_pid, oid)``.
+"""
+
+from __future__ import annotations
+
+PROTOCOL_VERSION = 1
+
+# -- handshake (after authentication) --
+HELLO = 1  # (HELLO, version, kind, pid, info: dict)                     client -> server
+WELCOME = 2  # (WELCOME, version, client_no, info: dict)                  server -> client
+
+# -- client (driver or worker) -> node --
+SUBMIT = 10  # (SUBMIT, spec)
+REGISTER_FN = 11  # (REGISTER_FN, fid, pickled)
+PUT = 12  # (PUT, oid, blob_or_None, shm_size, contained)
+REFS = 13  # (REFS, ops: list of (+1|-1, id))  ordered adds/removes of this process's holds
+GET_REQ = 14  # (GET_REQ, oids)  push me these objects when they are ready
+BLOCKED = 15  # (BLOCKED, task_id)   the worker waits in get: give its CPU back
+UNBLOCKED = 16  # (UNBLOCKED, task_id)
+CANCEL = 17  # (CANCEL, task_id, force)
+KILL_ACTOR = 18  # (KILL_ACTOR, actor_id, no_restart)
+CONTROL = 19  # (CONTROL, req_id, op, args)   cluster queries; relayed to the head as needed
+
+# -- worker -> node --
+RESULT = 30  # (RESULT, task_id, ok, locs, error_blob, t_start, t_end)
+STDOUT = 31  # (STDOUT, task_id, stream, text)
+ACTOR_READY = 32  # (ACTOR_READY, actor_id, ok, error_blob)
+
+# -- node -> client --
+OBJ = 40  # (OBJ, loc)                                   a value or location pushed
+DONE = 41  # (DONE, task_id, ok, locs, t_start, t_end, worker_pid)  owner: its task ended
+STARTED = 42  # (STARTED, task_ids, worker_pid, t)        owner: its tasks began running
+EVENT = 43  # (EVENT, kind, fields: dict)                 the job's driver: other state changes
+CONTROL_REPLY = 44  # (CONTROL_REPLY, req_id, ok, result)
+LOG = 45  # (LOG, task_id, name, pid, stream, text)       the job's driver: remote output
+
+# -- node -> worker --
+EXEC = 50  # (EXEC, spec, dep_locs, gpu_ids)
+FN = 51  # (FN, fid, pickled)
+INTERRUPT = 52  # (INTERRUPT, task_id)  raise KeyboardInterrupt in the running task
+EXIT = 53  # (EXIT,)
+
+# -- node <-> head --
+NODE_REGISTER = 60  # (NODE_REGISTER, info)  info: node_id, address, pid, resources
+NODE_UPDATE = 61  # (NODE_UPDATE, available)
+HEAD_REQUEST = 62  # (HEAD_REQUEST, token, op, args)   relayed CONTROL
+HEAD_REPLY = 63  # (HEAD_REPLY, token, ok, result)
+
+# Client kinds in HELLO.
+KIND_DRIVER = "driver"
+KIND_WORKER = "worker"
+KIND_NODE = "node"
+
+# Spec field indexes.
+S_TASK_ID = 0
+S_FID = 1
+S_NAME = 2
+S_ARGS = 3
+S_DEPS = 4
+S_NRET = 5
+S_RESOURCES = 6
+S_MAX_RETRIES = 7
+S_RETRY_EXC = 8
+S_ACTOR = 9
+S_METHOD = 10
+S_PARENT = 11
+S_CONTAINED = 12
+S_JOB = 13
+S_EXTRA = 14
+
+# Actor method name used for actor creation specs.
+ACTOR_INIT = "__init__"
+
+
+def shm_name(node_pid: int, oid: int) -> str:
+    """File name (under the shm dir) of a shared-memory object; the pid lets a sweep find
+    files whose node daemon is gone."""
+    return f"nbdist-{node_pid}-{oid:x}"

@@ -1,0 +1,697 @@
+"""The core client: what a driver (and every worker) uses to talk to its node (layer L2).
+
+One `CoreClient` per process, over one `transport.Connection` to the local node daemon. Any
+thread may submit, put, get or wait; the connection's reader thread applies what arrives
+(results, pushed objects, notices) and wakes the waiting threads.
+
+State (guarded by ``_lock`` where several threads touch it):
+
+``_refs``      id -> number of live `ObjectRef` / actor-handle objects in this process. The node
+               learns of 0 -> 1 and 1 -> 0 changes through ``REFS`` messages, queued in
+               ``_ref_ops`` in the order they happened and sent in front of the next message (or by
+               the flusher within ``FLUSH_S``), so a hold is never released before a later use.
+``_cache``     id -> location of values this process may read: inline bytes or a shm file.
+``_mapped``    id -> read-only mapping of a shm object, so repeated gets share memory.
+``_waiters``   id -> waiters blocked in get/wait on it.
+``_expected``  return ids of tasks this process submitted and that have not ended: their
+               values arrive with ``DONE`` without asking.
+
+Events (driver only) are built here from what the node says and published to `nbdist.events`.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import logging
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from . import events as ev
+from . import protocol as P
+from . import serialization, store, transport
+from .exceptions import (
+    ClusterError,
+    GetTimeoutError,
+    NbdistError,
+    ObjectStoreFullError,
+    RuntimeNotInitializedError,
+    SerializationError,
+)
+from .ids import IdSource, hex_id
+
+log = logging.getLogger(__name__)
+
+FLUSH_S = 0.02
+_T = time.time
+
+
+class TaskContext(threading.local):
+    """What the current thread is running (worker side): read by get_runtime_context()."""
+
+    def __init__(self) -> None:
+        self.task_id = 0
+        self.actor_id = 0
+        self.job = 0
+        self.name = ""
+
+
+class _Dep:
+    """Placeholder for the i-th top-level ref argument inside a task's pickled arguments."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+    def __reduce__(self) -> Any:
+        return (_Dep, (self.index,))
+
+
+class _Waiter:
+    __slots__ = ("remaining", "event")
+
+    def __init__(self, remaining: int) -> None:
+        self.remaining = remaining
+        self.event = threading.Event()
+
+
+class ObjectRef:
+    """A reference to a value in the cluster (possibly not computed yet)."""
+
+    __slots__ = ("id", "__weakref__")
+
+    def __init__(self, oid: int, _add: bool = True) -> None:
+        self.id = oid
+        client = _client
+        if client is not None:
+            client._hold(oid, _add)
+
+    def __del__(self) -> None:
+        client = _client
+        if client is not None:
+            client._release(self.id)
+
+    def __reduce__(self) -> Any:
+        contained = serialization.context.contained
+        if contained is not None:
+            contained.append(self.id)
+        return (_rebuild_ref, (self.id,))
+
+    def hex(self) -> str:
+        return hex_id(self.id)
+
+    def binary(self) -> bytes:
+        return self.id.to_bytes(16, "big")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ObjectRef) and other.id == self.id
+
+    def __hash__(self) -> int:
+        return hash(self.id)
+
+    def __repr__(self) -> str:
+        return f"ObjectRef({self.hex()})"
+
+    def future(self) -> Any:
+        """A concurrent.futures.Future resolved with the value (or its error)."""
+        import concurrent.futures
+
+        fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+        def resolve() -> None:
+            try:
+                fut.set_result(current().get([self], None)[0])
+            except BaseException as exc:
+                fut.set_exception(exc)
+
+        threading.Thread(target=resolve, name="nbdist-future", daemon=True).start()
+        return fut
+
+    def __await__(self) -> Any:
+        import asyncio
+
+        return asyncio.wrap_future(self.future()).__await__()
+
+
+def _rebuild_ref(oid: int) -> ObjectRef:
+    return ObjectRef(oid, True)
+
+
+LogHandler = Callable[[str, str, int, str, str], bool]
+
+
+class CoreClient:
+    def __init__(self, sock: Any, info: dict[str, Any], mode: str) -> None:
+        self.mode = mode
+        self.info = info
+        self.client_no: int = info["client_no"]
+        self.job: int = self.client_no if mode == P.KIND_DRIVER else 0
+        self.node_id: str = info["node_id"]
+        self.node_pid: int = info["node_pid"]
+        self.shm_dir: str = info["shm_dir"]
+        cfg = info["config"]
+        self.inline_max: int = cfg["inline_max_bytes"]
+        self.capacity: int = cfg["object_store_memory"]
+        self.log_to_driver: bool = cfg.get("log_to_driver", True)
+        self.ids = IdSource(self.client_no)
+        self.ctx = TaskContext()
+        self._lock = threading.Lock()
+        self._send_lock = threading.Lock()
+        self._refs: dict[int, int] = {}
+        self._ref_ops: collections.deque[tuple[int, int]] = collections.deque()
+        self._cache: dict[int, tuple] = {}
+        self._mapped: dict[int, memoryview] = {}
+        self._waiters: dict[int, list[_Waiter]] = {}
+        self._expected: set[int] = set()
+        self._requested: set[int] = set()
+        self._fns: set[int] = set()
+        self._tasks: dict[int, str] = {}
+        self._control: dict[int, list[Any]] = {}
+        self._req_ids = itertools.count(1)
+        self._wait_ids = itertools.count(1)
+        self.closed = False
+        self.close_reason = ""
+        self.on_other: Callable[[tuple], None] | None = None
+        self.log_handler: LogHandler | None = None
+        self.submitter_tag: Callable[[], str | None] | None = None
+        self.publish = ev.publish if mode == P.KIND_DRIVER else _no_publish
+        self.conn = transport.Connection(sock, self._on_messages, self._on_close,
+                                         name=f"nbdist-{mode}-reader")
+        self._flusher = threading.Thread(target=self._flush_loop, name="nbdist-flush",
+                                         daemon=True)
+
+    def start(self) -> None:
+        self.conn.start()
+        self._flusher.start()
+
+    # ------------------------------------------------------------ sending
+    def send(self, msgs: list[Any]) -> None:
+        with self._send_lock:
+            ops = self._ref_ops
+            if ops:
+                batch = []
+                while ops:
+                    batch.append(ops.popleft())
+                msgs = [(P.REFS, batch), *msgs]
+            try:
+                self.conn.send(msgs)
+            except OSError as exc:
+                raise ClusterError(
+                    f"Lost the connection to the nbdist node ({self.close_reason or exc}). "
+                    "Call nbdist.shutdown() and nbdist.init() to start a new cluster."
+                ) from None
+
+    def _flush_loop(self) -> None:
+        while not self.closed:
+            time.sleep(FLUSH_S)
+            if self._ref_ops and not self.closed:
+                try:
+                    self.send([])
+                except NbdistError:
+                    return
+
+    # ------------------------------------------------------------ references
+    def _hold(self, oid: int, add: bool) -> None:
+        with self._lock:
+            count = self._refs.get(oid, 0)
+            self._refs[oid] = count + 1
+        if count == 0 and add:
+            self._ref_ops.append((1, oid))
+
+    def _release(self, oid: int) -> None:
+        with self._lock:
+            count = self._refs.get(oid, 0) - 1
+            if count > 0:
+                self._refs[oid] = count
+                return
+            self._refs.pop(oid, None)
+            self._cache.pop(oid, None)
+            self._mapped.pop(oid, None)
+            self._requested.discard(oid)
+        self._ref_ops.append((-1, oid))
+
+    def holds(self, oid: int) -> bool:
+        return oid in self._refs
+
+    # ------------------------------------------------------------ functions and tasks
+    def ensure_function(self, fid: int, pickled: bytes) -> list[Any]:
+        if fid in self._fns:
+            return []
+        self._fns.add(fid)
+        return [(P.REGISTER_FN, fid, pickled)]
+
+    def encode_args(self, args: Sequence[Any], kwargs: dict[str, Any], what: str
+                    ) -> tuple[bytes, tuple[int, ...], tuple[int, ...], list[ObjectRef]]:
+        """Pickle arguments with top-level refs as placeholders.
+
+        Returns (blob, dep ids, contained ids, refs to keep alive until submitted)."""
+        if not args and not kwargs:
+            return b"", (), (), []
+        deps: list[int] = []
+        keep: list[ObjectRef] = []
+
+        def sub(value: Any) -> Any:
+            if isinstance(value, ObjectRef):
+                deps.append(value.id)
+                return _Dep(len(deps) - 1)
+            return value
+
+        new_args = [sub(a) for a in args]
+        new_kwargs = {k: sub(v) for k, v in kwargs.items()} if kwargs else {}
+        try:
+            parts, size, contained = serialization.dumps((new_args, new_kwargs))
+        except Exception as exc:
+            raise self._argument_error(args, kwargs, what, exc) from exc
+        if size > self.inline_max:
+            # Large arguments travel through the object store, not inside the task message.
+            for i, value in enumerate(new_args):
+                if not isinstance(value, _Dep) and _big(value, self.inline_max):
+                    ref = self.put(value)
+                    keep.append(ref)
+                    new_args[i] = sub(ref)
+            for k, value in list(new_kwargs.items()):
+                if not isinstance(value, _Dep) and _big(value, self.inline_max):
+                    ref = self.put(value)
+                    keep.append(ref)
+                    new_kwargs[k] = sub(ref)
+            parts, size, contained = serialization.dumps((new_args, new_kwargs))
+        return serialization.join(parts), tuple(deps), contained, keep
+
+    @staticmethod
+    def _argument_error(args: Sequence[Any], kwargs: dict[str, Any], what: str,
+                        exc: Exception) -> SerializationError:
+        for i, value in enumerate(args):
+            try:
+                serialization.dumps(value)
+            except Exception as inner:
+                return SerializationError(
+                    f"Could not serialize argument {i} of {what} (type "
+                    f"{type(value).__name__}): {inner}. Arguments must be picklable: create "
+                    "such objects inside the task, or pass what is needed to build them.")
+        for key, value in kwargs.items():
+            try:
+                serialization.dumps(value)
+            except Exception as inner:
+                return SerializationError(
+                    f"Could not serialize keyword argument {key!r} of {what} (type "
+                    f"{type(value).__name__}): {inner}. Arguments must be picklable.")
+        return SerializationError(f"Could not serialize the arguments of {what}: {exc}")
+
+    def submit(self, fid: int, pickled: bytes | None, name: str, args: Sequence[Any],
+               kwargs: dict[str, Any], num_returns: int, resources: tuple | None,
+               max_retries: int, retry_exceptions: Any, actor_id: int = 0,
+               method: str | None = None, extra: dict[str, Any] | None = None,
+               ) -> tuple[int, list[ObjectRef]]:
+        blob, deps, contained, keep = self.encode_args(args, kwargs, f"{name!r}")
+        task_id = self.ids.block(1 + num_returns)
+        ctx = self.ctx
+        job = self.job or ctx.job
+        spec = (task_id, fid, name, blob, deps, num_returns, resources, max_retries,
+                retry_exceptions, actor_id, method, ctx.task_id, contained, job, extra)
+        msgs = self.ensure_function(fid, pickled) if pickled is not None else []
+        msgs.append((P.SUBMIT, spec))
+        ret_ids = range(task_id + 1, task_id + 1 + num_returns)
+        self._expected.update(ret_ids)
+        self._tasks[task_id] = name
+        refs = [ObjectRef(rid, False) for rid in ret_ids]
+        if self.mode == P.KIND_DRIVER:
+            tag = self.submitter_tag() if self.submitter_tag is not None else None
+            self.publish(ev.TaskSubmitted(
+                _T(), hex_id(task_id), name, tuple(hex_id(d) for d in deps),
+                tuple(hex_id(r) for r in ret_ids), None,
+                hex_id(actor_id) if actor_id else None, tag))
+        self.send(msgs)
+        del keep
+        return task_id, refs
+
+    # ------------------------------------------------------------ objects
+    def put(self, value: Any) -> ObjectRef:
+        if isinstance(value, ObjectRef):
+            raise TypeError("put() of an ObjectRef is not allowed: pass the ref itself.")
+        try:
+            parts, size, contained = serialization.dumps(value)
+        except Exception as exc:
+            raise SerializationError(
+                f"Could not serialize the value given to put() (type {type(value).__name__}):"
+                f" {exc}") from exc
+        oid = self.ids.next()
+        if size <= self.inline_max:
+            loc: tuple = (oid, serialization.join(parts), 0)
+        else:
+            if size > self.capacity:
+                raise ObjectStoreFullError(
+                    f"The value ({size / 2**20:.1f} MiB) is larger than the whole object store "
+                    f"({self.capacity / 2**20:.1f} MiB). Start the cluster with a larger "
+                    "object_store_memory, or split the value.")
+            store.write(self._shm_path(oid), parts, size)
+            loc = (oid, None, size)
+        ref = ObjectRef(oid, False)
+        self._cache[oid] = loc
+        self.send([(P.PUT, oid, loc[1], loc[2], contained)])
+        if self.mode == P.KIND_DRIVER:
+            self.publish(ev.ObjectCreated(_T(), hex_id(oid), size, self.node_id,
+                                          hex_id(self.client_no), None, loc[1] is None))
+        return ref
+
+    def _shm_path(self, oid: int) -> str:
+        return os.path.join(self.shm_dir, P.shm_name(self.node_pid, oid))
+
+    def value(self, loc: tuple) -> Any:
+        oid, blob, size = loc
+        if blob is not None:
+            return serialization.loads(blob)
+        view = self._mapped.get(oid)
+        if view is None:
+            view = store.map_readonly(self._shm_path(oid))
+            if oid in self._refs:
+                self._mapped[oid] = view
+        return serialization.loads(view)
+
+    def _request(self, oids: Iterable[int]) -> None:
+        ask = [o for o in oids if o not in self._expected and o not in self._requested]
+        if ask:
+            self._requested.update(ask)
+            self.send([(P.GET_REQ, ask)])
+
+    def _block(self, oids: list[int], need: int, timeout: float | None) -> bool:
+        """Wait until ``need`` of ``oids`` are in the cache; False on timeout."""
+        waiter = _Waiter(need)
+        with self._lock:
+            cache = self._cache
+            for oid in oids:
+                if oid in cache:
+                    waiter.remaining -= 1
+                else:
+                    self._waiters.setdefault(oid, []).append(waiter)
+            if waiter.remaining <= 0:
+                waiter.event.set()
+        self._request([o for o in oids if o not in self._cache])
+        blocked = self.mode == P.KIND_WORKER and self.ctx.task_id and not waiter.event.is_set()
+        if blocked:
+            self.send([(P.BLOCKED, self.ctx.task_id)])
+        try:
+            ok = waiter.event.wait(timeout)
+        finally:
+            if blocked:
+                self.send([(P.UNBLOCKED, self.ctx.task_id)])
+            with self._lock:
+                for oid in oids:
+                    lst = self._waiters.get(oid)
+                    if lst is not None and waiter in lst:
+                        lst.remove(waiter)
+                        if not lst:
+                            del self._waiters[oid]
+        if self.closed and not ok:
+            raise ClusterError(f"The nbdist cluster went away: {self.close_reason}")
+        return ok
+
+    def get(self, refs: Sequence[ObjectRef], timeout: float | None) -> list[Any]:
+        oids = [r.id for r in refs]
+        cache = self._cache
+        missing = [o for o in oids if o not in cache]
+        if missing:
+            wait_id = 0
+            if self.mode == P.KIND_DRIVER:
+                wait_id = next(self._wait_ids)
+                self.publish(ev.WaitBegun(_T(), wait_id, "get", tuple(hex_id(o) for o in oids),
+                                          len(oids), len(oids) - len(missing), self._tag()))
+            ok = self._block(missing, len(missing), timeout)
+            if wait_id:
+                ready = sum(1 for o in oids if o in cache)
+                self.publish(ev.WaitDone(_T(), wait_id, ready, len(oids), not ok))
+            if not ok:
+                raise GetTimeoutError(
+                    f"get() timed out after {timeout} s with {len(missing)} of {len(oids)} "
+                    "values not ready. Raise the timeout, or use wait() to take what is ready.")
+        out = []
+        for oid in oids:
+            loc = cache.get(oid)
+            if loc is None:  # released meanwhile by another thread's last ref: ask again
+                self._requested.discard(oid)
+                self._block([oid], 1, timeout)
+                loc = cache[oid]
+            out.append(self.value(loc))
+        return out
+
+    def wait(self, refs: Sequence[ObjectRef], num_returns: int, timeout: float | None
+             ) -> tuple[list[ObjectRef], list[ObjectRef]]:
+        cache = self._cache
+        ready_now = sum(1 for r in refs if r.id in cache)
+        if ready_now < num_returns and timeout != 0:
+            wait_id = 0
+            if self.mode == P.KIND_DRIVER:
+                wait_id = next(self._wait_ids)
+                self.publish(ev.WaitBegun(_T(), wait_id, "wait",
+                                          tuple(r.hex() for r in refs), num_returns, ready_now,
+                                          self._tag()))
+            missing = [r.id for r in refs if r.id not in cache]
+            ok = self._block(missing, num_returns - ready_now, timeout)
+            if wait_id:
+                ready = sum(1 for r in refs if r.id in cache)
+                self.publish(ev.WaitDone(_T(), wait_id, ready, len(refs), not ok))
+        elif timeout == 0:
+            self._request([r.id for r in refs if r.id not in cache])
+        ready: list[ObjectRef] = []
+        rest: list[ObjectRef] = []
+        for r in refs:
+            if r.id in cache and len(ready) < num_returns:
+                ready.append(r)
+            else:
+                rest.append(r)
+        return ready, rest
+
+    def _tag(self) -> str | None:
+        return self.submitter_tag() if self.submitter_tag is not None else None
+
+    # ------------------------------------------------------------ control
+    def control(self, op: str, args: Any = None, timeout: float = 30.0) -> Any:
+        req_id = next(self._req_ids)
+        slot: list[Any] = [threading.Event(), None, None]
+        self._control[req_id] = slot
+        self.send([(P.CONTROL, req_id, op, args)])
+        if not slot[0].wait(timeout):
+            self._control.pop(req_id, None)
+            raise ClusterError(f"The cluster did not answer {op!r} within {timeout} s.")
+        ok, result = slot[1], slot[2]
+        if not ok:
+            text = str(result)
+            if text.startswith("ValueError: "):
+                raise ValueError(text[len("ValueError: "):])
+            raise ClusterError(text)
+        return result
+
+    def cancel(self, oid: int, force: bool) -> None:
+        self.send([(P.CANCEL, oid, force)])
+
+    def kill_actor(self, actor_id: int, no_restart: bool) -> None:
+        self.send([(P.KILL_ACTOR, actor_id, no_restart)])
+
+    # ------------------------------------------------------------ incoming
+    def _store(self, loc: tuple) -> None:
+        oid = loc[0]
+        waiters = None
+        with self._lock:
+            if oid in self._refs:
+                self._cache[oid] = loc[:3]
+            waiters = self._waiters.pop(oid, None)
+        if waiters:
+            for w in waiters:
+                w.remaining -= 1
+                if w.remaining <= 0:
+                    w.event.set()
+
+    def _on_messages(self, msgs: list[Any]) -> None:
+        for msg in msgs:
+            op = msg[0]
+            if op == P.DONE:
+                self._done(msg)
+            elif op == P.OBJ:
+                self._requested.discard(msg[1][0])
+                self._store(msg[1])
+            elif op == P.STARTED:
+                self._started(msg)
+            elif op == P.LOG:
+                self._log(msg)
+            elif op == P.EVENT:
+                self._event(msg[1], msg[2])
+            elif op == P.CONTROL_REPLY:
+                slot = self._control.pop(msg[1], None)
+                if slot is not None:
+                    slot[1], slot[2] = msg[2], msg[3]
+                    slot[0].set()
+            elif self.on_other is not None:
+                self.on_other(msg)
+
+    def _done(self, msg: tuple) -> None:
+        _, task_id, ok, locs, t0, t1, pid = msg
+        name = self._tasks.pop(task_id, "?")
+        expected = self._expected
+        for loc in locs:
+            expected.discard(loc[0])
+            self._store(loc)
+        if self.mode != P.KIND_DRIVER:
+            return
+        now = _T()
+        tid = hex_id(task_id)
+        if ok:
+            self.publish(ev.TaskFinished(now, tid, name, t1 - t0, self.node_id, pid))
+            for loc in locs:
+                size = len(loc[1]) if loc[1] is not None else loc[2]
+                self.publish(ev.ObjectCreated(now, hex_id(loc[0]), size, self.node_id,
+                                              hex_id(self.client_no), tid, loc[1] is None))
+        else:
+            etype, message = _error_summary(locs[0][1] if locs else None)
+            self.publish(ev.TaskFailed(now, tid, name, etype, message, t1 - t0 if t0 else 0.0,
+                                       pid))
+
+    def _started(self, msg: tuple) -> None:
+        if self.mode != P.KIND_DRIVER:
+            return
+        _, items, t = msg
+        names = self._tasks
+        for task_id, pid in items:
+            self.publish(ev.TaskStarted(t, hex_id(task_id), names.get(task_id, "?"),
+                                        self.node_id, pid))
+
+    def _log(self, msg: tuple) -> None:
+        _, task_id, name, pid, stream, text = msg
+        for line in text.splitlines():
+            self.publish(ev.Output(_T(), hex_id(task_id), name, pid, stream, line))
+        handler = self.log_handler
+        if handler is not None and handler(hex_id(task_id), name, pid, stream, text):
+            return
+        if self.log_to_driver:
+            out = sys.stderr if stream == "stderr" else sys.stdout
+            prefix = f"({name} pid={pid}) "
+            try:
+                out.write("".join(prefix + line + "\n" for line in text.splitlines()))
+                out.flush()
+            except Exception:  # a closed stream must not break the reader thread
+                pass
+
+    def _event(self, kind: str, f: dict[str, Any]) -> None:
+        now = _T()
+        if kind == "objects_freed":
+            for oid in f["ids"]:
+                self.publish(ev.ObjectFreed(now, hex_id(oid)))
+        elif kind == "task_submitted":
+            tid = f["task_id"]
+            self._tasks.setdefault(tid, f["name"])
+            self.publish(ev.TaskSubmitted(
+                now, hex_id(tid), f["name"], tuple(hex_id(d) for d in f["deps"]),
+                tuple(hex_id(tid + 1 + i) for i in range(f["nret"])),
+                hex_id(f["parent"]) if f["parent"] else None,
+                hex_id(f["actor"]) if f["actor"] else None))
+        elif kind == "task_finished":
+            tid = f["task_id"]
+            self._tasks.pop(tid, None)
+            self.publish(ev.TaskFinished(now, hex_id(tid), f["name"], f["t1"] - f["t0"],
+                                         self.node_id, f["pid"]))
+            for oid, size in f["sizes"]:
+                self.publish(ev.ObjectCreated(now, hex_id(oid), size, self.node_id,
+                                              hex_id(tid), hex_id(tid), size > self.inline_max))
+        elif kind == "task_failed":
+            tid = f["task_id"]
+            self._tasks.pop(tid, None)
+            etype, message = _error_summary(f["error"])
+            self.publish(ev.TaskFailed(now, hex_id(tid), f["name"], etype, message,
+                                       f["t1"] - f["t0"], f["pid"]))
+        elif kind == "task_retried":
+            self.publish(ev.TaskRetried(now, hex_id(f["task_id"]), f["name"], f["attempt"],
+                                        f["reason"]))
+        elif kind == "actor_restarted":
+            self.publish(ev.ActorRestarted(now, hex_id(f["actor_id"]), f["restarts"]))
+        elif kind == "actor_died":
+            self.publish(ev.ActorDied(now, hex_id(f["actor_id"]), f["reason"]))
+        elif kind == "worker_up":
+            self.publish(ev.WorkerUp(now, self.node_id, f["pid"]))
+        elif kind == "worker_down":
+            self.publish(ev.WorkerDown(now, self.node_id, f["pid"], f["reason"]))
+
+    def _on_close(self, error: BaseException | None) -> None:
+        self.closed = True
+        self.close_reason = f"{error}" if error else "the node daemon closed the connection"
+        with self._lock:
+            waiters = [w for lst in self._waiters.values() for w in lst]
+            self._waiters.clear()
+            controls = list(self._control.values())
+            self._control.clear()
+        for w in waiters:
+            w.event.set()
+        for slot in controls:
+            slot[1], slot[2] = False, f"lost the cluster: {self.close_reason}"
+            slot[0].set()
+        if self.on_other is not None:
+            self.on_other((P.EXIT,))
+
+    def close(self) -> None:
+        if not self.closed:
+            try:
+                self.send([])
+            except NbdistError:
+                pass
+        self.closed = True
+        self.conn.close()
+
+
+def _error_summary(blob: bytes | None) -> tuple[str, str]:
+    if not blob:
+        return "Error", ""
+    try:
+        err = serialization.error_from_blob(blob)
+    except Exception as exc:
+        return type(exc).__name__, str(exc)
+    cause = getattr(err, "cause", None)
+    if cause is not None:
+        return type(cause).__name__, str(cause)
+    return type(err).__name__, str(err).splitlines()[0] if str(err) else ""
+
+
+def _big(value: Any, limit: int) -> bool:
+    nbytes = getattr(value, "nbytes", None)
+    if isinstance(nbytes, int):
+        return nbytes > limit // 2
+    if isinstance(value, (bytes, bytearray, str)):
+        return len(value) > limit // 2
+    try:
+        return serialization.dumps(value)[1] > limit // 2
+    except Exception:
+        return False
+
+
+def _no_publish(event: ev.Event) -> None:
+    return None
+
+
+# The process's client: set by init() in a driver, by the worker main in a worker.
+_client: CoreClient | None = None
+_auto_init: Callable[[], CoreClient] | None = None
+
+
+def set_client(client: CoreClient | None) -> None:
+    global _client
+    _client = client
+
+
+def current() -> CoreClient:
+    client = _client
+    if client is None or client.closed:
+        if client is None and _auto_init is not None:
+            return _auto_init()
+        if client is not None and client.closed:
+            raise ClusterError(
+                f"The nbdist cluster is gone ({client.close_reason}). Call nbdist.shutdown() "
+                "and then nbdist.init() to start a new one.")
+        raise RuntimeNotInitializedError(
+            "nbdist is not initialized: call nbdist.init() first.")
+    return client
+
+
+def set_auto_init(fn: Callable[[], CoreClient] | None) -> None:
+    global _auto_init
+    _auto_init = fn

@@ -1,0 +1,910 @@
+"""The node's scheduler and object directory: a state machine with no I/O (layer L1).
+
+``NodeState`` is driven by the node daemon's loop: every incoming message becomes a method
+call (`submit`, `result`, `refs`, `get_request`, `worker_lost` ...). Everything it wants done
+goes out through the ``NodeIO`` interface it was given: ``send(client, msg)``,
+``spawn_worker()``, ``kill_worker(worker)``, ``unlink(oid)``, ``to_head(op, args)``. Tests drive it
+with a recording NodeIO and no sockets.
+
+State (all owned by the node daemon's single thread):
+
+``objects``   id -> Obj: PENDING until its task ends, then READY (value inline or in a shm file)
+              or failed (an error blob). ``count`` is the number of reasons to keep it: each
+              client process holding a ref (``Client.holds``), each unfinished task using it as an
+              argument or carrying it inside its arguments, each stored object containing it.
+              At zero, a finished object is freed (its shm file unlinked).
+``tasks``     id -> Task, every task not yet finished (waiting for deps, queued, running).
+``ready``     resource shape -> deque of queued plain tasks whose dependencies are ready.
+``workers``   the worker processes: idle, busy with one task, blocked in `get` (its CPU given
+              back), or dedicated to an actor.
+``actors``    id -> Actor: its worker, a FIFO of calls (dispatched strictly in submission order
+              as their arguments become ready), the calls in flight, restarts left.
+
+Invariants: a task holds its resources from dispatch to its result, except CPU while its worker
+is blocked in `get`; a plain task is on exactly one of: a dependency's waiting list, a ready
+queue, a worker. A failed dependency fails its dependents without running them.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import time
+from collections.abc import Iterable
+from typing import Any, Protocol
+
+from . import protocol as P
+from .exceptions import (
+    ActorDiedError,
+    ObjectLostError,
+    TaskCancelledError,
+    WorkerCrashedError,
+)
+from .serialization import error_type_names, system_error_blob
+
+log = logging.getLogger(__name__)
+
+PENDING, READY = 0, 1
+CPU_ONLY = (("CPU", 1.0),)
+
+
+class Client:
+    """A connected process (driver or worker) as the scheduler sees it."""
+
+    __slots__ = ("peer", "kind", "client_no", "pid", "holds", "worker", "job")
+
+    def __init__(self, peer: Any, kind: str, client_no: int, pid: int, job: int) -> None:
+        self.peer = peer
+        self.kind = kind
+        self.client_no = client_no
+        self.pid = pid
+        self.holds: set[int] = set()
+        self.worker: Worker | None = None
+        self.job = job
+
+
+class Worker:
+    __slots__ = ("pid", "client", "state", "task", "actor", "fns", "blocked", "idle_since")
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.client: Client | None = None
+        self.state = "idle"  # idle | busy | actor | dead
+        self.task: Task | None = None
+        self.actor: Actor | None = None
+        self.fns: set[int] = set()
+        self.blocked = False
+        self.idle_since = time.monotonic()
+
+
+class Task:
+    __slots__ = (
+        "spec", "id", "owner", "missing", "retries_left", "worker", "held", "gpus",
+        "cancelled", "finished", "attempt", "shape", "ready", "dispatched_at",
+    )
+
+    def __init__(self, spec: tuple, owner: Client) -> None:
+        self.spec = spec
+        self.id: int = spec[P.S_TASK_ID]
+        self.owner = owner
+        self.missing = 0
+        self.retries_left: int = spec[P.S_MAX_RETRIES]
+        self.worker: Worker | None = None
+        self.held: tuple[tuple[str, float], ...] = ()
+        self.gpus: list[int] = []
+        self.cancelled = False
+        self.finished = False
+        self.attempt = 0
+        res = spec[P.S_RESOURCES]
+        self.shape: tuple[tuple[str, float], ...] = CPU_ONLY if res is None else res
+        self.ready = False
+        self.dispatched_at = 0.0
+
+    @property
+    def return_ids(self) -> range:
+        return range(self.id + 1, self.id + 1 + self.spec[P.S_NRET])
+
+
+class Obj:
+    __slots__ = ("state", "blob", "shm_size", "count", "subscribers", "waiting", "contained",
+                 "error", "owner_job")
+
+    def __init__(self) -> None:
+        self.state = PENDING
+        self.blob: bytes | None = None
+        self.shm_size = 0
+        self.count = 0
+        self.subscribers: list[Client] = []
+        self.waiting: list[Task] = []
+        self.contained: tuple[int, ...] = ()
+        self.error = False
+        self.owner_job = 0
+
+
+class Actor:
+    __slots__ = ("id", "spec", "state", "worker", "queue", "inflight", "restarts_left",
+                 "count", "detached", "killed", "init_error", "name", "namespace", "held",
+                 "gpus", "job", "restarts")
+
+    def __init__(self, spec: tuple, job: int) -> None:
+        extra = spec[P.S_EXTRA] or {}
+        self.id: int = spec[P.S_ACTOR]
+        self.spec = spec
+        self.state = "pending"  # pending | alive | restarting | dead
+        self.worker: Worker | None = None
+        self.queue: collections.deque[Task] = collections.deque()
+        self.inflight: dict[int, Task] = {}
+        self.restarts_left: int = extra.get("max_restarts", 0)
+        self.restarts = 0
+        self.count = 0
+        self.detached = extra.get("lifetime") == "detached"
+        self.killed = False
+        self.init_error: bytes | None = None
+        self.name: str | None = extra.get("name")
+        self.namespace: str = extra.get("namespace") or ""
+        self.held: tuple[tuple[str, float], ...] = ()
+        self.gpus: list[int] = []
+        self.job = job
+
+
+class NodeIO(Protocol):
+    node_id: str
+    node_pid: int
+
+    def send(self, client: Client, msg: tuple) -> None: ...
+    def spawn_worker(self) -> Worker | None: ...
+    def kill_worker(self, worker: Worker, graceful: bool = False) -> None: ...
+    def unlink(self, oid: int) -> None: ...
+    def to_head(self, op: str, args: Any) -> None: ...
+    def resources_changed(self) -> None: ...
+
+
+class NodeState:
+    def __init__(self, io: NodeIO, resources: dict[str, float], gpu_ids: list[int],
+                 num_cpus: int, max_extra_workers: int, capacity: int) -> None:
+        self.io = io
+        self.total = dict(resources)
+        self.avail = dict(resources)
+        self.free_gpus = list(gpu_ids)
+        self.num_cpus = num_cpus
+        self.max_workers = num_cpus + max_extra_workers
+        self.capacity = capacity
+        self.store_used = 0
+        self.objects: dict[int, Obj] = {}
+        self.tasks: dict[int, Task] = {}
+        self.ready: dict[tuple, collections.deque[Task]] = {}
+        self.workers: dict[int, Worker] = {}
+        self.idle: list[Worker] = []
+        self.actors: dict[int, Actor] = {}
+        self.pending_actors: collections.deque[Actor] = collections.deque()
+        self.fns: dict[int, bytes] = {}
+        self.jobs: dict[int, Client] = {}
+        self.need_dispatch = False
+        self.started: dict[Client, list[tuple[int, int]]] = {}
+        self.freed: dict[int, list[int]] = {}
+        self.spawning = 0
+        self._dead_reasons: dict[int, str] = {}
+
+    # ---------------------------------------------------------------- clients
+    def client_joined(self, client: Client) -> None:
+        if client.kind == P.KIND_DRIVER:
+            self.jobs[client.client_no] = client
+
+    def client_left(self, client: Client) -> None:
+        if client.kind == P.KIND_DRIVER:
+            self.jobs.pop(client.client_no, None)
+            for actor in list(self.actors.values()):
+                if actor.job == client.client_no and not actor.detached:
+                    self._actor_gone(actor, "its driver exited", no_restart=True)
+        holds = client.holds
+        client.holds = set()
+        for oid in holds:
+            self.decref(oid)
+
+    # ---------------------------------------------------------------- refcounts
+    def incref(self, oid: int) -> None:
+        obj = self.objects.get(oid)
+        if obj is not None:
+            obj.count += 1
+            return
+        actor = self.actors.get(oid)
+        if actor is not None:
+            actor.count += 1
+            return
+        # A ref whose object is gone (or not yet known): keep a pending slot so counts balance.
+        obj = Obj()
+        obj.count = 1
+        self.objects[oid] = obj
+
+    def decref(self, oid: int) -> None:
+        obj = self.objects.get(oid)
+        if obj is not None:
+            obj.count -= 1
+            if obj.count <= 0 and obj.state == READY:
+                self._free(oid, obj)
+            elif obj.count <= 0 and obj.state == PENDING and not obj.waiting and oid not in self._producing():
+                self.objects.pop(oid, None)
+            return
+        actor = self.actors.get(oid)
+        if actor is not None:
+            actor.count -= 1
+            if actor.count <= 0 and not actor.detached:
+                self._maybe_retire(actor)
+
+    def _producing(self) -> set[int]:
+        # Only on the rare path of dropping an unknown pending id; cheap enough there.
+        out: set[int] = set()
+        for t in self.tasks.values():
+            out.update(t.return_ids)
+        return out
+
+    def refs(self, client: Client, ops: Iterable[tuple[int, int]]) -> None:
+        holds = client.holds
+        for sign, oid in ops:
+            if sign > 0:
+                if oid not in holds:
+                    holds.add(oid)
+                    self.incref(oid)
+            elif oid in holds:
+                holds.discard(oid)
+                self.decref(oid)
+
+    def _free(self, oid: int, obj: Obj) -> None:
+        del self.objects[oid]
+        if obj.shm_size:
+            self.store_used -= obj.shm_size
+            self.io.unlink(oid)
+        for inner in obj.contained:
+            self.decref(inner)
+        self.freed.setdefault(obj.owner_job, []).append(oid)
+
+    # ---------------------------------------------------------------- objects
+    def put(self, client: Client, oid: int, blob: bytes | None, shm_size: int,
+            contained: tuple[int, ...]) -> None:
+        obj = self.objects.get(oid)
+        if obj is None:
+            obj = Obj()
+            self.objects[oid] = obj
+        obj.owner_job = client.job
+        if oid not in client.holds:
+            client.holds.add(oid)
+            obj.count += 1
+        self._store(oid, obj, (oid, blob, shm_size), contained)
+
+    def _store(self, oid: int, obj: Obj, loc: tuple, contained: tuple[int, ...]) -> None:
+        obj.state = READY
+        obj.blob = loc[1]
+        obj.shm_size = loc[2]
+        if obj.shm_size:
+            self.store_used += obj.shm_size
+        obj.contained = contained
+        for inner in contained:
+            self.incref(inner)
+        obj.error = obj.blob is not None and obj.blob[:1] in (b"E", b"S")
+        for sub in obj.subscribers:
+            self.io.send(sub, (P.OBJ, loc))
+        obj.subscribers = []
+        waiting = obj.waiting
+        obj.waiting = []
+        for task in waiting:
+            task.missing -= 1
+            if task.missing == 0:
+                self._deps_ready(task)
+        if obj.count <= 0:
+            self._free(oid, obj)
+
+    def loc(self, oid: int) -> tuple | None:
+        obj = self.objects.get(oid)
+        if obj is None or obj.state != READY:
+            return None
+        return (oid, obj.blob, obj.shm_size)
+
+    def get_request(self, client: Client, oids: Iterable[int]) -> None:
+        for oid in oids:
+            obj = self.objects.get(oid)
+            if obj is None:
+                err = ObjectLostError(f"Object {oid:x} is gone: it was freed or never existed.")
+                self.io.send(client, (P.OBJ, (oid, system_error_blob(err), 0)))
+            elif obj.state == READY:
+                self.io.send(client, (P.OBJ, (oid, obj.blob, obj.shm_size)))
+            elif client not in obj.subscribers:
+                obj.subscribers.append(client)
+
+    # ---------------------------------------------------------------- tasks
+    def register_fn(self, fid: int, data: bytes) -> None:
+        self.fns[fid] = data
+
+    def submit(self, client: Client, spec: tuple) -> None:
+        task = Task(spec, client)
+        self.tasks[task.id] = task
+        job = spec[P.S_JOB]
+        for rid in task.return_ids:
+            obj = self.objects.get(rid)
+            if obj is None:
+                obj = Obj()
+                self.objects[rid] = obj
+            obj.owner_job = job
+            obj.count += 1
+            client.holds.add(rid)
+        for dep in spec[P.S_DEPS]:
+            self.incref(dep)
+        for inner in spec[P.S_CONTAINED]:
+            self.incref(inner)
+        actor_id = spec[P.S_ACTOR]
+        if actor_id and spec[P.S_METHOD] == P.ACTOR_INIT:
+            actor = Actor(spec, job)
+            self.actors[actor_id] = actor
+            # The creating process holds the actor through its handle.
+            actor.count += 1
+            client.holds.add(actor_id)
+        elif actor_id:
+            actor = self.actors.get(actor_id)
+            if actor is None or actor.state == "dead":
+                self._finish_error(task, system_error_blob(self._dead_error(actor, actor_id)))
+                return
+            actor.queue.append(task)
+        if client.kind != P.KIND_DRIVER:
+            self._event(job, "task_submitted", {
+                "task_id": task.id, "name": spec[P.S_NAME], "deps": spec[P.S_DEPS],
+                "nret": spec[P.S_NRET], "parent": spec[P.S_PARENT], "actor": actor_id})
+        missing = 0
+        for dep in spec[P.S_DEPS]:
+            obj = self.objects[dep]
+            if obj.state != READY:
+                obj.waiting.append(task)
+                missing += 1
+        task.missing = missing
+        if missing == 0:
+            self._deps_ready(task)
+
+    def _deps_ready(self, task: Task) -> None:
+        if task.finished:
+            return
+        for dep in task.spec[P.S_DEPS]:
+            obj = self.objects[dep]
+            if obj.error:
+                assert obj.blob is not None
+                self._finish_error(task, obj.blob)
+                return
+        shape = task.shape if not task.spec[P.S_ACTOR] else (task.spec[P.S_RESOURCES] or ())
+        if task.spec[P.S_METHOD] in (None, P.ACTOR_INIT) and not self._feasible(shape):
+            need = ", ".join(f"{n}: {a:g}" for n, a in shape)
+            have = ", ".join(f"{n}: {a:g}" for n, a in sorted(self.total.items())
+                             if not n.startswith("node:"))
+            self._finish_error(task, system_error_blob(ValueError(
+                f"{task.spec[P.S_NAME]!r} needs {{{need}}} but the cluster has only "
+                f"{{{have}}}. Ask for fewer resources, or start the cluster with more "
+                "(init(num_cpus=..., num_gpus=..., resources={...}))."))) 
+            return
+        task.ready = True
+        actor_id = task.spec[P.S_ACTOR]
+        if actor_id:
+            actor = self.actors[actor_id]
+            if task.spec[P.S_METHOD] == P.ACTOR_INIT:
+                self.pending_actors.append(actor)
+                self.need_dispatch = True
+            else:
+                self._pump(actor)
+            return
+        queue = self.ready.get(task.shape)
+        if queue is None:
+            queue = self.ready[task.shape] = collections.deque()
+        queue.append(task)
+        self.need_dispatch = True
+
+    def _fits(self, shape: tuple[tuple[str, float], ...]) -> bool:
+        avail = self.avail
+        for name, amount in shape:
+            if avail.get(name, 0.0) < amount - 1e-9:
+                return False
+        return True
+
+    def _feasible(self, shape: tuple[tuple[str, float], ...]) -> bool:
+        return all(self.total.get(n, 0.0) >= a - 1e-9 for n, a in shape)
+
+    def _acquire(self, shape: tuple[tuple[str, float], ...]) -> list[int]:
+        avail = self.avail
+        gpus: list[int] = []
+        for name, amount in shape:
+            avail[name] = avail.get(name, 0.0) - amount
+            if name == "GPU":
+                n = int(amount + 0.999)
+                gpus, self.free_gpus = self.free_gpus[:n], self.free_gpus[n:]
+        self.io.resources_changed()
+        return gpus
+
+    def _release(self, shape: tuple[tuple[str, float], ...], gpus: list[int]) -> None:
+        avail = self.avail
+        for name, amount in shape:
+            avail[name] = avail.get(name, 0.0) + amount
+        if gpus:
+            self.free_gpus.extend(gpus)
+        self.io.resources_changed()
+
+    def dispatch(self) -> None:
+        """Start queued work where resources and workers allow (called once per loop turn)."""
+        self.need_dispatch = False
+        while self.pending_actors:
+            actor = self.pending_actors[0]
+            shape = actor.spec[P.S_RESOURCES] or ()
+            if not self._fits(shape):
+                break
+            worker = self.io.spawn_worker()
+            if worker is None:
+                break
+            self.pending_actors.popleft()
+            actor.held = shape
+            actor.gpus = self._acquire(shape)
+            self._start_actor(actor, worker)
+        for shape, queue in self.ready.items():
+            while queue:
+                task = queue[0]
+                if task.finished:
+                    queue.popleft()
+                    continue
+                if not self._fits(shape):
+                    break
+                worker = self._idle_worker()
+                if worker is None:
+                    break
+                queue.popleft()
+                self._assign(task, worker)
+        self._reap_idle()
+
+    def _idle_worker(self) -> Worker | None:
+        while self.idle:
+            w = self.idle.pop()
+            if w.state == "idle":
+                return w
+        active = sum(1 for w in self.workers.values()
+                     if w.state in ("idle", "busy") and not w.blocked)
+        if active + self.spawning >= self.num_cpus + 1 and len(self.workers) >= self.num_cpus:
+            # Enough task workers for the CPUs (tasks with num_cpus=0 share them).
+            if active >= self.max_workers:
+                return None
+        if len(self.workers) >= self.max_workers:
+            return None
+        return self.io.spawn_worker()
+
+    def _assign(self, task: Task, worker: Worker) -> None:
+        task.gpus = self._acquire(task.shape)
+        task.held = task.shape
+        task.worker = worker
+        task.attempt += 1
+        task.dispatched_at = time.time()
+        worker.state = "busy"
+        worker.task = task
+        self._exec(worker, task)
+
+    def _exec(self, worker: Worker, task: Task) -> None:
+        client = worker.client
+        assert client is not None
+        spec = task.spec
+        fid = spec[P.S_FID]
+        if fid and fid not in worker.fns:
+            data = self.fns.get(fid)
+            if data is not None:
+                self.io.send(client, (P.FN, fid, data))
+                worker.fns.add(fid)
+        deps = [self.loc(d) for d in spec[P.S_DEPS]]
+        self.io.send(client, (P.EXEC, spec, deps, task.gpus))
+        self.started.setdefault(task.owner, []).append((task.id, worker.pid))
+
+    def result(self, worker: Worker, task_id: int, ok: bool, locs: list, error: bytes | None,
+               t0: float, t1: float, contained: tuple[int, ...] = ()) -> None:
+        task = self.tasks.get(task_id)
+        if task is None:
+            return
+        actor = worker.actor
+        if actor is not None:
+            actor.inflight.pop(task_id, None)
+        elif worker.task is task:
+            worker.task = None
+            self._worker_free(worker, task)
+        if task.finished:
+            return
+        if task.spec[P.S_METHOD] == P.ACTOR_INIT and actor is not None:
+            if ok:
+                actor.state = "alive"
+                self._pump(actor)
+            else:
+                actor.init_error = error
+                self._actor_gone(actor, "its constructor raised", no_restart=True)
+        if task.cancelled and not ok:
+            error = system_error_blob(TaskCancelledError(
+                f"Task {task.spec[P.S_NAME]!r} was cancelled."))
+        if not ok and error is not None and self._retry_on_error(task, error):
+            return
+        if ok:
+            self._finish(task, locs, t0, t1, worker.pid)
+        else:
+            assert error is not None
+            self._finish_error(task, error, t0, t1, worker.pid)
+
+    def _retry_on_error(self, task: Task, error: bytes) -> bool:
+        policy = task.spec[P.S_RETRY_EXC]
+        if not policy or task.retries_left <= 0 or task.cancelled or error[:1] != b"E":
+            return False
+        if policy is not True:
+            # The owner sent the allowed exception types by name; match them in the MRO.
+            names = error_type_names(error)
+            if not any(n in names for n in policy):
+                return False
+        task.retries_left -= 1
+        self._event(task.spec[P.S_JOB], "task_retried", {
+            "task_id": task.id, "name": task.spec[P.S_NAME], "attempt": task.attempt + 1,
+            "reason": "the task raised and retry_exceptions allows a retry"})
+        self._requeue(task)
+        return True
+
+    def _requeue(self, task: Task) -> None:
+        task.worker = None
+        if task.spec[P.S_ACTOR]:
+            actor = self.actors[task.spec[P.S_ACTOR]]
+            actor.queue.appendleft(task)
+            self._pump(actor)
+            return
+        self.ready.setdefault(task.shape, collections.deque()).appendleft(task)
+        self.need_dispatch = True
+
+    def _worker_free(self, worker: Worker, task: Task) -> None:
+        shape = task.held
+        if worker.blocked:
+            shape = tuple((n, a) for n, a in shape if n != "CPU")
+            worker.blocked = False
+        self._release(shape, task.gpus)
+        task.held = ()
+        task.gpus = []
+        if worker.state == "busy":
+            worker.state = "idle"
+            worker.idle_since = time.monotonic()
+            self.idle.append(worker)
+        self.need_dispatch = True
+
+    def _finish(self, task: Task, locs: list, t0: float, t1: float, pid: int) -> None:
+        task.finished = True
+        self.tasks.pop(task.id, None)
+        owner = task.owner
+        self.io.send(owner, (P.DONE, task.id, True, locs, t0, t1, pid))
+        for loc in locs:
+            oid = loc[0]
+            obj = self.objects.get(oid)
+            if obj is None:
+                # Nobody holds it any more; the value is not needed.
+                if loc[2]:
+                    self.io.unlink(oid)
+                continue
+            obj.subscribers = [s for s in obj.subscribers if s is not owner]
+            self._store(oid, obj, loc[:3], loc[3] if len(loc) > 3 else ())
+        if owner.kind != P.KIND_DRIVER:
+            self._event(task.spec[P.S_JOB], "task_finished", {
+                "task_id": task.id, "name": task.spec[P.S_NAME], "t0": t0, "t1": t1,
+                "pid": pid, "sizes": [(loc[0], len(loc[1]) if loc[1] else loc[2]) for loc in locs]})
+        self._unpin(task)
+
+    def _finish_error(self, task: Task, error: bytes, t0: float = 0.0, t1: float = 0.0,
+                      pid: int = 0) -> None:
+        if task.finished:
+            return
+        task.finished = True
+        self.tasks.pop(task.id, None)
+        owner = task.owner
+        locs = [(rid, error, 0) for rid in task.return_ids]
+        if task.spec[P.S_NRET] == 0:
+            locs = []
+        self.io.send(owner, (P.DONE, task.id, False, locs, t0, t1, pid))
+        for loc in locs:
+            obj = self.objects.get(loc[0])
+            if obj is not None:
+                obj.subscribers = [s for s in obj.subscribers if s is not owner]
+                self._store(loc[0], obj, loc, ())
+        if owner.kind != P.KIND_DRIVER:
+            self._event(task.spec[P.S_JOB], "task_failed", {
+                "task_id": task.id, "name": task.spec[P.S_NAME], "t0": t0, "t1": t1,
+                "pid": pid, "error": error})
+        self._unpin(task)
+
+    def _unpin(self, task: Task) -> None:
+        spec = task.spec
+        for dep in spec[P.S_DEPS]:
+            self.decref(dep)
+        for inner in spec[P.S_CONTAINED]:
+            self.decref(inner)
+
+    # ---------------------------------------------------------------- blocking in get
+    def blocked(self, worker: Worker) -> None:
+        task = worker.task
+        if task is None or worker.blocked:
+            return
+        cpu = sum(a for n, a in task.held if n == "CPU")
+        worker.blocked = True
+        if cpu:
+            self.avail["CPU"] = self.avail.get("CPU", 0.0) + cpu
+            self.io.resources_changed()
+        self.need_dispatch = True
+
+    def unblocked(self, worker: Worker) -> None:
+        task = worker.task
+        if task is None or not worker.blocked:
+            return
+        worker.blocked = False
+        cpu = sum(a for n, a in task.held if n == "CPU")
+        if cpu:
+            # May oversubscribe for a moment: the task was already running.
+            self.avail["CPU"] = self.avail.get("CPU", 0.0) - cpu
+            self.io.resources_changed()
+
+    # ---------------------------------------------------------------- cancel
+    def cancel(self, task_id: int, force: bool) -> None:
+        task = self.tasks.get(task_id)
+        if task is None or task.finished:
+            return
+        task.cancelled = True
+        err = system_error_blob(TaskCancelledError(
+            f"Task {task.spec[P.S_NAME]!r} was cancelled."))
+        actor_id = task.spec[P.S_ACTOR]
+        if actor_id:
+            actor = self.actors.get(actor_id)
+            if actor is not None and task in actor.queue:
+                actor.queue.remove(task)
+                self._finish_error(task, err)
+            elif actor is not None and actor.worker is not None and actor.worker.client:
+                self.io.send(actor.worker.client, (P.INTERRUPT, task_id))
+            return
+        worker = task.worker
+        if worker is None:
+            # Waiting for dependencies or queued: the queues skip finished tasks.
+            self._finish_error(task, err)
+            return
+        if force:
+            self.io.kill_worker(worker)
+        elif worker.client is not None:
+            self.io.send(worker.client, (P.INTERRUPT, task_id))
+
+    # ---------------------------------------------------------------- workers
+    def worker_started(self, worker: Worker) -> None:
+        self.workers[worker.pid] = worker
+        self.idle.append(worker)
+        self.need_dispatch = True
+
+    def worker_lost(self, worker: Worker, exit_code: int | None) -> None:
+        if worker.state == "dead":
+            return
+        worker.state = "dead"
+        self.workers.pop(worker.pid, None)
+        how = _exit_text(exit_code)
+        task = worker.task
+        worker.task = None
+        if task is not None and not task.finished:
+            self._worker_free(worker, task)
+            worker.state = "dead"
+            name = task.spec[P.S_NAME]
+            if task.cancelled:
+                self._finish_error(task, system_error_blob(TaskCancelledError(
+                    f"Task {name!r} was cancelled (its worker was stopped).")))
+            elif task.retries_left > 0:
+                task.retries_left -= 1
+                self._event(task.spec[P.S_JOB], "task_retried", {
+                    "task_id": task.id, "name": name, "attempt": task.attempt + 1,
+                    "reason": f"worker pid={worker.pid} {how}"})
+                self._requeue(task)
+            else:
+                self._finish_error(task, system_error_blob(WorkerCrashedError(
+                    f"The worker (pid={worker.pid}) running task {name!r} {how}; "
+                    f"no retries left (max_retries={task.spec[P.S_MAX_RETRIES]}). If the "
+                    "process ran out of memory, lower the memory the task uses or give it "
+                    "more resources.")))
+        if worker.actor is not None:
+            self._actor_worker_lost(worker.actor, worker, how)
+        for job in self.jobs:
+            self._event(job, "worker_down", {"pid": worker.pid, "reason": how})
+        self.need_dispatch = True
+
+    def _reap_idle(self) -> None:
+        if len(self.workers) <= self.num_cpus:
+            return
+        now = time.monotonic()
+        extra = len(self.workers) - self.num_cpus
+        for w in list(self.workers.values()):
+            if extra <= 0:
+                break
+            if w.state == "idle" and now - w.idle_since > 10.0:
+                w.state = "dead"
+                self.workers.pop(w.pid, None)
+                self.io.kill_worker(w, graceful=True)
+                extra -= 1
+
+    # ---------------------------------------------------------------- actors
+    def _start_actor(self, actor: Actor, worker: Worker) -> None:
+        worker.state = "actor"
+        worker.actor = actor
+        actor.worker = worker
+        actor.state = "pending"
+        init = self.tasks.get(actor.spec[P.S_TASK_ID])
+        if init is None:
+            # A restart: run the constructor again under a fresh bookkeeping record.
+            init = Task(actor.spec, self.jobs.get(actor.job) or _NullClient)
+            init.retries_left = 0
+            self.tasks[init.id] = init
+            for dep in actor.spec[P.S_DEPS]:
+                self.incref(dep)
+            for inner in actor.spec[P.S_CONTAINED]:
+                self.incref(inner)
+        actor.inflight[init.id] = init
+        init.worker = worker
+        self._exec(worker, init)
+        self._pump(actor)
+
+    def _pump(self, actor: Actor) -> None:
+        if actor.state == "dead":
+            err = self._dead_error(actor, actor.id)
+            while actor.queue:
+                self._finish_error(actor.queue.popleft(), system_error_blob(err))
+            return
+        worker = actor.worker
+        if worker is None or worker.client is None or actor.state not in ("alive", "pending"):
+            return
+        queue = actor.queue
+        while queue and queue[0].ready:
+            task = queue.popleft()
+            if task.finished:
+                continue
+            task.worker = worker
+            task.attempt += 1
+            actor.inflight[task.id] = task
+            self._exec(worker, task)
+        if actor.count <= 0 and not actor.detached:
+            self._maybe_retire(actor)
+
+    def _maybe_retire(self, actor: Actor) -> None:
+        if actor.state == "dead" or actor.queue or len(actor.inflight) > 0:
+            return
+        self._actor_gone(actor, "all handles to it went out of scope", no_restart=True,
+                         graceful=True)
+
+    def kill_actor(self, actor_id: int, no_restart: bool) -> None:
+        actor = self.actors.get(actor_id)
+        if actor is None or actor.state == "dead":
+            return
+        if no_restart:
+            actor.killed = True
+            actor.restarts_left = 0
+        if actor.worker is not None:
+            self.io.kill_worker(actor.worker)
+        else:
+            self._actor_gone(actor, "it was killed with kill()", no_restart=True)
+
+    def _actor_worker_lost(self, actor: Actor, worker: Worker, how: str) -> None:
+        if actor.state == "dead":
+            return
+        actor.worker = None
+        self._release(actor.held, actor.gpus)
+        actor.held = ()
+        actor.gpus = []
+        if actor.killed:
+            self._actor_gone(actor, "it was killed with kill()", no_restart=True)
+            return
+        if actor.restarts_left <= 0 or actor.init_error is not None:
+            self._actor_gone(actor, f"its process (pid={worker.pid}) {how}", no_restart=True)
+            return
+        actor.restarts_left -= 1
+        actor.restarts += 1
+        actor.state = "restarting"
+        retries = (actor.spec[P.S_EXTRA] or {}).get("max_task_retries", 0)
+        lost = [t for tid, t in sorted(actor.inflight.items()) if tid != actor.spec[P.S_TASK_ID]]
+        actor.inflight.clear()
+        init = self.tasks.pop(actor.spec[P.S_TASK_ID], None)
+        if init is not None:
+            self._unpin(init)
+        err = ActorDiedError(
+            f"The actor {actor.id:x} died while running this call (its process pid="
+            f"{worker.pid} {how}); it is restarting. Set max_task_retries to retry calls.",
+            f"{actor.id:x}")
+        for task in reversed(lost):
+            if retries == -1 or task.attempt <= retries:
+                task.worker = None
+                actor.queue.appendleft(task)
+            else:
+                self._finish_error(task, system_error_blob(err))
+        self._event(actor.job, "actor_restarted", {"actor_id": actor.id,
+                                                   "restarts": actor.restarts})
+        self.pending_actors.append(actor)
+        self.need_dispatch = True
+
+    def _actor_gone(self, actor: Actor, reason: str, no_restart: bool,
+                    graceful: bool = False) -> None:
+        if actor.state == "dead":
+            return
+        actor.state = "dead"
+        actor.restarts_left = 0
+        worker = actor.worker
+        actor.worker = None
+        if worker is not None:
+            self._release(actor.held, actor.gpus)
+            actor.held = ()
+            actor.gpus = []
+            self.io.kill_worker(worker, graceful=graceful)
+        if actor.init_error is not None:
+            blob = actor.init_error
+        else:
+            blob = system_error_blob(self._dead_error(actor, actor.id, reason))
+        for task in list(actor.inflight.values()) + list(actor.queue):
+            self._finish_error(task, blob)
+        actor.inflight.clear()
+        actor.queue.clear()
+        if actor in self.pending_actors:
+            self.pending_actors.remove(actor)
+        init = self.tasks.pop(actor.spec[P.S_TASK_ID], None)
+        if init is not None:
+            init.finished = True
+            self._unpin(init)
+        if actor.name:
+            self.io.to_head("unregister_name", (actor.namespace, actor.name, actor.id))
+        self._event(actor.job, "actor_died", {"actor_id": actor.id, "reason": reason})
+        self._dead_reasons[actor.id] = reason
+        if actor.count <= 0:
+            self.actors.pop(actor.id, None)
+
+    def _dead_error(self, actor: Actor | None, actor_id: int, reason: str | None = None
+                    ) -> ActorDiedError:
+        reason = reason or self._dead_reasons.get(actor_id) or "it is no longer alive"
+        return ActorDiedError(
+            f"The actor {actor_id:x} cannot run the call: {reason}.", f"{actor_id:x}")
+
+    # ---------------------------------------------------------------- misc
+    def _event(self, job: int, kind: str, fields: dict) -> None:
+        client = self.jobs.get(job)
+        if client is not None:
+            self.io.send(client, (P.EVENT, kind, fields))
+
+    def flush_notices(self) -> None:
+        """Send the batched STARTED and freed notices (end of each loop turn)."""
+        if self.started:
+            now = time.time()
+            for owner, items in self.started.items():
+                self.io.send(owner, (P.STARTED, items, now))
+            self.started = {}
+        if self.freed:
+            for job, ids in self.freed.items():
+                self._event(job, "objects_freed", {"ids": ids})
+            self.freed = {}
+
+    def task_name(self, task_id: int) -> tuple[str, int]:
+        task = self.tasks.get(task_id)
+        if task is None:
+            return "?", 0
+        return task.spec[P.S_NAME], task.spec[P.S_JOB]
+
+    def snapshot(self) -> dict:
+        return {
+            "total": dict(self.total),
+            "available": {k: max(0.0, v) for k, v in self.avail.items()},
+            "workers": len(self.workers),
+            "tasks": len(self.tasks),
+            "objects": len(self.objects),
+            "store_used": self.store_used,
+            "store_capacity": self.capacity,
+            "actors": sum(1 for a in self.actors.values() if a.state != "dead"),
+        }
+
+
+class _NullClientType(Client):
+    pass
+
+
+_NullClient = _NullClientType(None, "none", 0, 0, 0)
+
+
+def _exit_text(code: int | None) -> str:
+    if code is None:
+        return "exited unexpectedly"
+    if code < 0:
+        import signal
+
+        try:
+            sig = signal.Signals(-code).name
+        except ValueError:
+            sig = str(-code)
+        extra = " (killed: likely out of memory or stopped by a signal)" if sig == "SIGKILL" else ""
+        return f"was killed by {sig}{extra}"
+    return f"exited with code {code}"

@@ -1,0 +1,195 @@
+"""Serialization of values, arguments and errors (layer L1).
+
+Contract: a value is pickled once with cloudpickle at protocol 5; buffers that support
+out-of-band pickling (numpy arrays, Arrow buffers, PickleBuffer) are kept out of the pickle
+stream. The result is a *blob* in one of these layouts (first byte is the tag):
+
+    b"P" + pickle                           no out-of-band buffers
+    b"B" + header + pickle + buffers        header: u32 count, u64 pickle length, then per
+                                            buffer u64 offset and u64 length; buffers start at
+                                            64-byte aligned offsets (from the blob start)
+    b"E" + pickle(TaskErrorInfo)            the task raised; see `error_blob`
+    b"S" + pickle(exception)                an nbdist error raised by the system (cancelled,
+                                            worker crashed, actor died ...)
+
+The same bytes are either sent inline or written as a shared-memory file (see ``store``), and
+`loads` reads either: given a read-only memoryview over a mapping, out-of-band buffers become
+zero-copy, read-only numpy arrays and Arrow buffers.
+
+Refs inside a value are recorded while pickling (`SerializationContext.contained`) so the
+cluster keeps them alive as long as the value that contains them.
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+import struct
+import threading
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import cloudpickle
+
+from .exceptions import SerializationError, TaskError
+
+_HEADER = struct.Struct("<IQ")
+_ENTRY = struct.Struct("<QQ")
+ALIGN = 64
+
+TAG_PICKLE = 0x50  # "P"
+TAG_BUFFERS = 0x42  # "B"
+TAG_ERROR = 0x45  # "E"
+TAG_SYSTEM = 0x53  # "S"
+
+
+class SerializationContext(threading.local):
+    """Per-thread state while pickling: ids of refs met inside the value."""
+
+    def __init__(self) -> None:
+        self.contained: list[int] | None = None
+
+
+context = SerializationContext()
+
+
+def dumps(value: Any) -> tuple[list[Any], int, tuple[int, ...]]:
+    """Serialize ``value``; returns (parts, total size, contained ref ids).
+
+    ``parts`` joined are the blob; kept apart so large buffers are written to shared memory
+    without an extra copy (``os.writev``)."""
+    buffers: list[pickle.PickleBuffer] = []
+    outer = context.contained
+    context.contained = []
+    try:
+        data = cloudpickle.dumps(value, protocol=5, buffer_callback=buffers.append)
+        contained = tuple(context.contained)
+    finally:
+        context.contained = outer
+    if not buffers:
+        return [b"P", data], 1 + len(data), contained
+    raws = [b.raw() for b in buffers]
+    header_len = 1 + _HEADER.size + _ENTRY.size * len(raws)
+    parts: list[Any] = [b"B", None, data]
+    entries = []
+    offset = header_len + len(data)
+    for raw in raws:
+        pad = (-offset) % ALIGN
+        if pad:
+            parts.append(b"\0" * pad)
+            offset += pad
+        entries.append(_ENTRY.pack(offset, raw.nbytes))
+        parts.append(raw)
+        offset += raw.nbytes
+    parts[1] = _HEADER.pack(len(raws), len(data)) + b"".join(entries)
+    return parts, offset, contained
+
+
+def join(parts: list[Any]) -> bytes:
+    return b"".join(parts)
+
+
+def dumps_bytes(value: Any) -> tuple[bytes, tuple[int, ...]]:
+    parts, _, contained = dumps(value)
+    return join(parts), contained
+
+
+def loads(blob: bytes | memoryview) -> Any:
+    """Deserialize a blob. Raises the stored exception for error blobs (``E``/``S``)."""
+    tag = blob[0]
+    if tag == TAG_PICKLE:
+        return pickle.loads(memoryview(blob)[1:])
+    if tag == TAG_BUFFERS:
+        view = memoryview(blob)
+        count, plen = _HEADER.unpack_from(view, 1)
+        pos = 1 + _HEADER.size
+        buffers = []
+        for _ in range(count):
+            off, length = _ENTRY.unpack_from(view, pos)
+            pos += _ENTRY.size
+            buffers.append(view[off : off + length])
+        return pickle.loads(view[pos : pos + plen], buffers=buffers)
+    raise error_from_blob(blob)
+
+
+def is_error(blob: bytes | memoryview) -> bool:
+    return blob[0] in (TAG_ERROR, TAG_SYSTEM)
+
+
+def error_from_blob(blob: bytes | memoryview) -> BaseException:
+    tag = blob[0]
+    body = memoryview(blob)[1:]
+    if tag == TAG_SYSTEM:
+        err = pickle.loads(body)
+        assert isinstance(err, BaseException)
+        return err
+    if tag == TAG_ERROR:
+        name, tb, cause_bytes, pid, task_id, type_name, message, _ = pickle.loads(body)
+        cause: BaseException | None = None
+        if cause_bytes is not None:
+            try:
+                cause = pickle.loads(cause_bytes)
+            except Exception:
+                cause = None
+        if cause is None:
+            tb = tb or f"{type_name}: {message}"
+        return TaskError(name, tb, cause, pid, task_id).as_instanceof_cause()
+    raise SerializationError(f"Unknown object blob tag {tag!r}: the object is corrupt.")
+
+
+def error_blob(name: str, exc: BaseException, pid: int, task_id: str, skip: Callable[[str], bool]) -> bytes:
+    """Blob for a user exception raised in a task: the exception itself (when it pickles)
+    and its traceback without the engine's frames (``skip(filename)`` tells which)."""
+    if isinstance(exc, TaskError):
+        # A failure propagated from a dependency: keep the original.
+        tb_text = exc.remote_traceback
+        cause = exc.cause
+        name = exc.function_name
+    else:
+        tb_text = format_user_traceback(exc, skip)
+        cause = exc
+    try:
+        cause_bytes: bytes | None = cloudpickle.dumps(cause, protocol=5)
+        pickle.loads(cause_bytes)
+    except Exception:
+        cause_bytes = None
+    type_name = type(cause).__name__ if cause is not None else "Error"
+    message = str(cause) if cause is not None else ""
+    mro = tuple(c.__name__ for c in type(cause).__mro__) if cause is not None else ()
+    return b"E" + pickle.dumps(
+        (name, tb_text, cause_bytes, pid, task_id, type_name, message, mro), protocol=5
+    )
+
+
+def error_type_names(blob: bytes) -> tuple[str, ...]:
+    """Class names in the MRO of a task error's cause, read without unpickling user code."""
+    if blob[:1] != b"E":
+        return ()
+    return tuple(pickle.loads(memoryview(blob)[1:])[7])
+
+
+def system_error_blob(exc: BaseException) -> bytes:
+    return b"S" + pickle.dumps(exc, protocol=5)
+
+
+def format_user_traceback(exc: BaseException, skip: Callable[[str], bool]) -> str:
+    tb = exc.__traceback__
+    frames = [f for f in traceback.extract_tb(tb) if not skip(f.filename)]
+    out = io.StringIO()
+    out.write("Traceback (most recent call last):\n")
+    out.write("".join(traceback.format_list(frames)))
+    out.write("".join(traceback.format_exception_only(type(exc), exc)))
+    return out.getvalue()
+
+
+def check_picklable(value: Any, what: str) -> tuple[bytes, tuple[int, ...]]:
+    """Serialize ``value`` or raise SerializationError naming ``what`` and the value's type."""
+    try:
+        return dumps_bytes(value)
+    except Exception as exc:
+        raise SerializationError(
+            f"Could not serialize {what} of type {type(value).__name__}: {exc}. "
+            "Values sent to tasks and actors must be picklable; create such objects "
+            "inside the task instead, or pass what is needed to build them."
+        ) from exc

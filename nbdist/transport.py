@@ -1,0 +1,465 @@
+"""Authenticated framed connections (layer L2).
+
+Addresses are ``unix:/path`` or ``tcp:host:port``. Every connection begins with a mutual
+challenge-response over the per-cluster secret; nothing is unpickled before it succeeds::
+
+    server -> client   MAGIC + server_nonce (32 bytes)
+    client -> server   client_nonce (32) + HMAC(secret, b"C" + server_nonce + client_nonce)
+    server -> client   HMAC(secret, b"S" + client_nonce + server_nonce)
+
+Digests are compared with `hmac.compare_digest`. A wrong digest, a handshake slower than the
+configured timeout, an oversized or malformed frame drops that one connection (with a log line);
+the server keeps serving the others.
+
+After it, a frame is a 4-byte big-endian length plus a pickled list of messages.
+
+Two users of frames:
+
+* `Connection`: a client endpoint (driver, worker, node -> head). Any thread may `send`; one
+  reader thread delivers incoming message lists to a handler.
+* `Server`: a single-threaded selector loop (node daemon, head). It accepts, authenticates
+  without blocking, reads frames, calls ``on_messages(peer, msgs)``, and at the end of each loop
+  iteration writes every peer's queued messages as one frame, so bursts batch naturally.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import heapq
+import hmac
+import logging
+import os
+import pickle
+import selectors
+import socket
+import struct
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+MAGIC = b"NBD1"
+NONCE = 32
+_LEN = struct.Struct("!I")
+DEFAULT_MAX_FRAME = 256 << 20
+
+
+class TransportError(ConnectionError):
+    pass
+
+
+def _digest(secret: bytes, tag: bytes, a: bytes, b: bytes) -> bytes:
+    return hmac.new(secret, tag + a + b, hashlib.sha256).digest()
+
+
+def parse_address(address: str) -> tuple[int, Any]:
+    if address.startswith("unix:"):
+        return socket.AF_UNIX, address[5:]
+    if address.startswith("tcp:"):
+        host, _, port = address[4:].rpartition(":")
+        return socket.AF_INET, (host, int(port))
+    raise ValueError(f"Bad address {address!r}: expected 'unix:/path' or 'tcp:host:port'.")
+
+
+def listen(address: str) -> socket.socket:
+    family, addr = parse_address(address)
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    if family == socket.AF_INET:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(addr)
+    if family == socket.AF_UNIX:
+        os.chmod(addr, 0o600)
+    sock.listen(256)
+    return sock
+
+
+def bound_address(sock: socket.socket) -> str:
+    if sock.family == socket.AF_UNIX:
+        return "unix:" + sock.getsockname()
+    host, port = sock.getsockname()[:2]
+    return f"tcp:{host}:{port}"
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise TransportError("connection closed during the handshake")
+        buf += chunk
+    return bytes(buf)
+
+
+def client_handshake(sock: socket.socket, secret: bytes, timeout: float = 5.0) -> None:
+    sock.settimeout(timeout)
+    hello = _recv_exact(sock, len(MAGIC) + NONCE)
+    if hello[: len(MAGIC)] != MAGIC:
+        raise TransportError("the peer is not an nbdist endpoint")
+    server_nonce = hello[len(MAGIC) :]
+    client_nonce = os.urandom(NONCE)
+    sock.sendall(client_nonce + _digest(secret, b"C", server_nonce, client_nonce))
+    try:
+        answer = _recv_exact(sock, 32)
+    except TransportError:
+        raise TransportError(
+            "the cluster refused the connection: wrong cluster token"
+        ) from None
+    if not hmac.compare_digest(answer, _digest(secret, b"S", client_nonce, server_nonce)):
+        raise TransportError("the server failed to prove the cluster token")
+    sock.settimeout(None)
+
+
+def connect(address: str, secret: bytes, timeout: float = 5.0) -> socket.socket:
+    family, addr = parse_address(address)
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(timeout)
+        sock.connect(addr)
+        if family == socket.AF_INET:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        client_handshake(sock, secret, timeout)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def encode(msgs: list[Any]) -> bytes:
+    payload = pickle.dumps(msgs, protocol=5)
+    return _LEN.pack(len(payload)) + payload
+
+
+class FrameReader:
+    """Splits a byte stream into decoded message lists; rejects frames over ``limit``."""
+
+    def __init__(self, limit: int = DEFAULT_MAX_FRAME) -> None:
+        self.buf = bytearray()
+        self.limit = limit
+
+    def feed(self, data: bytes) -> list[list[Any]]:
+        self.buf += data
+        out = []
+        buf = self.buf
+        pos = 0
+        n = len(buf)
+        while n - pos >= 4:
+            (length,) = _LEN.unpack_from(buf, pos)
+            if length > self.limit:
+                raise TransportError(f"frame of {length} bytes exceeds the limit {self.limit}")
+            if n - pos - 4 < length:
+                break
+            try:
+                msgs = pickle.loads(memoryview(buf)[pos + 4 : pos + 4 + length])
+            except Exception as exc:
+                raise TransportError(f"malformed frame: {exc!r}") from None
+            if not isinstance(msgs, list):
+                raise TransportError("malformed frame: not a message list")
+            out.append(msgs)
+            pos += 4 + length
+        if pos:
+            del buf[:pos]
+        return out
+
+
+class Connection:
+    """Client side of a frame connection: thread-safe sends, one reader thread."""
+
+    def __init__(
+        self,
+        sock: socket.socket,
+        on_messages: Callable[[list[Any]], None],
+        on_close: Callable[[BaseException | None], None],
+        name: str = "nbdist-conn",
+        max_frame: int = DEFAULT_MAX_FRAME,
+    ) -> None:
+        self.sock = sock
+        self._on_messages = on_messages
+        self._on_close = on_close
+        self._send_lock = threading.Lock()
+        self._reader = FrameReader(max_frame)
+        self.closed = False
+        self._thread = threading.Thread(target=self._read_loop, name=name, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def send(self, msgs: list[Any]) -> None:
+        data = encode(msgs)
+        with self._send_lock:
+            if self.closed:
+                raise TransportError("the connection to the nbdist cluster is closed")
+            self.sock.sendall(data)
+
+    def recv_blocking(self) -> list[list[Any]]:
+        """Read frames on the calling thread (only before `start`)."""
+        while True:
+            data = self.sock.recv(1 << 20)
+            if not data:
+                raise TransportError("connection closed")
+            frames = self._reader.feed(data)
+            if frames:
+                return frames
+
+    def _read_loop(self) -> None:
+        error: BaseException | None = None
+        try:
+            while True:
+                data = self.sock.recv(1 << 20)
+                if not data:
+                    break
+                for msgs in self._reader.feed(data):
+                    self._on_messages(msgs)
+        except OSError as exc:
+            if not self.closed:
+                error = exc
+        except BaseException as exc:  # keep the process informed rather than dying silently
+            log.exception("nbdist connection reader failed")
+            error = exc
+        self.closed = True
+        self._on_close(error)
+
+    def close(self) -> None:
+        self.closed = True
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
+        with contextlib.suppress(OSError):
+            self.sock.close()
+
+
+class Peer:
+    """One accepted connection inside a `Server`."""
+
+    __slots__ = (
+        "sock", "fd", "reader", "outbox", "wbuf", "authed", "nonce", "hbuf", "deadline",
+        "closed", "info", "id", "__weakref__",
+    )
+
+    def __init__(self, sock: socket.socket, max_frame: int, pid: int) -> None:
+        self.sock = sock
+        self.fd = sock.fileno()
+        self.reader = FrameReader(max_frame)
+        self.outbox: list[Any] = []
+        self.wbuf = bytearray()
+        self.authed = False
+        self.nonce = b""
+        self.hbuf = bytearray()
+        self.deadline = 0.0
+        self.closed = False
+        self.info: Any = None
+        self.id = pid
+
+    def send(self, msg: Any) -> None:
+        self.outbox.append(msg)
+
+
+class Server:
+    """Single-threaded selector loop serving authenticated peers (see the module docstring)."""
+
+    def __init__(
+        self,
+        secret: bytes,
+        on_messages: Callable[[Peer, list[Any]], None],
+        on_close: Callable[[Peer], None],
+        max_frame: int = DEFAULT_MAX_FRAME,
+        handshake_timeout: float = 5.0,
+    ) -> None:
+        self.secret = secret
+        self.on_messages = on_messages
+        self.on_close = on_close
+        self.max_frame = max_frame
+        self.handshake_timeout = handshake_timeout
+        self.sel = selectors.DefaultSelector()
+        self.peers: dict[int, Peer] = {}
+        self.listeners: list[socket.socket] = []
+        self.timers: list[tuple[float, int, Callable[[], None]]] = []
+        self._timer_seq = 0
+        self.dirty: set[Peer] = set()
+        self.running = True
+        self._next_peer_id = 1
+        self.on_iteration: Callable[[], None] | None = None
+
+    # -- registration --
+    def add_listener(self, sock: socket.socket) -> None:
+        sock.setblocking(False)
+        self.listeners.append(sock)
+        self.sel.register(sock, selectors.EVENT_READ, ("listen", sock))
+
+    def add_reader(self, fd: int, callback: Callable[[], None]) -> None:
+        self.sel.register(fd, selectors.EVENT_READ, ("fd", callback))
+
+    def remove_reader(self, fd: int) -> None:
+        with contextlib.suppress(KeyError, ValueError):
+            self.sel.unregister(fd)
+
+    def adopt(self, sock: socket.socket, authed: bool = False) -> Peer:
+        """Serve an already-connected socket (e.g. one end of a socketpair to a worker)."""
+        sock.setblocking(False)
+        peer = Peer(sock, self.max_frame, self._next_peer_id)
+        self._next_peer_id += 1
+        self.peers[peer.fd] = peer
+        self.sel.register(sock, selectors.EVENT_READ, ("peer", peer))
+        if authed:
+            peer.authed = True
+        else:
+            self._start_handshake(peer)
+        return peer
+
+    def call_later(self, delay: float, fn: Callable[[], None]) -> None:
+        self._timer_seq += 1
+        heapq.heappush(self.timers, (time.monotonic() + delay, self._timer_seq, fn))
+
+    # -- sending --
+    def send(self, peer: Peer, msg: Any) -> None:
+        if peer.closed:
+            return
+        peer.outbox.append(msg)
+        self.dirty.add(peer)
+
+    def flush(self) -> None:
+        dirty = self.dirty
+        self.dirty = set()
+        for peer in dirty:
+            if peer.closed or not peer.outbox:
+                continue
+            msgs = peer.outbox
+            peer.outbox = []
+            peer.wbuf += encode(msgs)
+            self._write(peer)
+
+    def _write(self, peer: Peer) -> None:
+        try:
+            while peer.wbuf:
+                n = peer.sock.send(peer.wbuf)
+                del peer.wbuf[:n]
+        except BlockingIOError:
+            self.sel.modify(peer.sock, selectors.EVENT_READ | selectors.EVENT_WRITE, ("peer", peer))
+            return
+        except OSError:
+            self.drop(peer, "write failed")
+            return
+        with contextlib.suppress(KeyError, ValueError):
+            self.sel.modify(peer.sock, selectors.EVENT_READ, ("peer", peer))
+
+    # -- the loop --
+    def run(self) -> None:
+        while self.running:
+            timeout = None
+            if self.timers:
+                timeout = max(0.0, self.timers[0][0] - time.monotonic())
+            events = self.sel.select(timeout)
+            for key, mask in events:
+                kind, obj = key.data
+                if kind == "peer":
+                    if mask & selectors.EVENT_WRITE:
+                        self._write(obj)
+                    if mask & selectors.EVENT_READ:
+                        self._read(obj)
+                elif kind == "listen":
+                    self._accept(obj)
+                else:
+                    obj()
+            now = time.monotonic()
+            while self.timers and self.timers[0][0] <= now:
+                _, _, fn = heapq.heappop(self.timers)
+                fn()
+            if self.on_iteration is not None:
+                self.on_iteration()
+            self.flush()
+
+    def stop(self) -> None:
+        self.running = False
+
+    def _accept(self, lsock: socket.socket) -> None:
+        while True:
+            try:
+                sock, _ = lsock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                if exc.errno in (errno.EMFILE, errno.ENFILE):
+                    log.error("nbdist: out of file descriptors, refusing a connection")
+                return
+            if sock.family == socket.AF_INET:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self.adopt(sock)
+
+    def _start_handshake(self, peer: Peer) -> None:
+        peer.nonce = os.urandom(NONCE)
+        peer.deadline = time.monotonic() + self.handshake_timeout
+        peer.wbuf += MAGIC + peer.nonce
+        self._write(peer)
+
+        def expire() -> None:
+            if not peer.authed and not peer.closed:
+                self.drop(peer, "handshake timed out")
+
+        self.call_later(self.handshake_timeout, expire)
+
+    def _read(self, peer: Peer) -> None:
+        try:
+            data = peer.sock.recv(1 << 20)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self.drop(peer, None)
+            return
+        if not peer.authed:
+            data = self._handshake_data(peer, data)
+            if not data:
+                return
+        try:
+            frames = peer.reader.feed(data)
+        except Exception as exc:
+            self.drop(peer, f"{exc}")
+            return
+        for msgs in frames:
+            if peer.closed:
+                return
+            self.on_messages(peer, msgs)
+
+    def _handshake_data(self, peer: Peer, data: bytes) -> bytes:
+        peer.hbuf += data
+        if len(peer.hbuf) < NONCE + 32:
+            return b""
+        client_nonce = bytes(peer.hbuf[:NONCE])
+        digest = bytes(peer.hbuf[NONCE : NONCE + 32])
+        rest = bytes(peer.hbuf[NONCE + 32 :])
+        peer.hbuf = bytearray()
+        if not hmac.compare_digest(digest, _digest(self.secret, b"C", peer.nonce, client_nonce)):
+            self.drop(peer, "authentication failed (wrong cluster token)")
+            return b""
+        peer.authed = True
+        peer.wbuf += _digest(self.secret, b"S", client_nonce, peer.nonce)
+        self._write(peer)
+        return rest
+
+    def drop(self, peer: Peer, reason: str | None) -> None:
+        if peer.closed:
+            return
+        peer.closed = True
+        if reason:
+            log.warning("nbdist: dropped connection %s: %s", peer.id, reason)
+        with contextlib.suppress(KeyError, ValueError):
+            self.sel.unregister(peer.sock)
+        self.peers.pop(peer.fd, None)
+        with contextlib.suppress(OSError):
+            peer.sock.close()
+        self.dirty.discard(peer)
+        if peer.authed:
+            self.on_close(peer)
+
+    def close(self) -> None:
+        for peer in list(self.peers.values()):
+            with contextlib.suppress(OSError):
+                peer.sock.close()
+        for sock in self.listeners:
+            with contextlib.suppress(OSError):
+                sock.close()
+        with contextlib.suppress(Exception):
+            self.sel.close()

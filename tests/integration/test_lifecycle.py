@@ -1,0 +1,343 @@
+"""Lifecycle: a cluster lives and dies with its driver and leaves nothing behind.
+
+A driver script runs in a subprocess, does some work (tasks, an actor, a large put) and reports
+READY. The test then records every process the driver started, found two ways: walking parent
+pids under /proc, and looking for a token the driver put in its environment (which catches a
+process that was re-parented away from the tree). It then ends the driver (SIGKILL, a clean
+``shutdown()``, or a normal exit) and waits, with a deadline, for every one of those processes
+and the driver's /dev/shm/nbdist-* files to go away.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import queue
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+import nbdist
+
+pytestmark = pytest.mark.timeout(120)
+
+EXIT_DEADLINE = 5.0
+TOKEN_VAR = "NBDIST_LIFECYCLE_TEST_TOKEN"
+
+DRIVER = textwrap.dedent(
+    """
+    import sys
+
+    import numpy as np
+
+    import nbdist
+
+    nbdist.init(num_cpus=2)
+
+
+    @nbdist.remote
+    def square(x):
+        return x * x
+
+
+    @nbdist.remote
+    class Keeper:
+        def __init__(self):
+            self.items = []
+
+        def keep(self, item):
+            self.items.append(item)
+            return len(self.items)
+
+
+    assert nbdist.get([square.remote(i) for i in range(8)]) == [i * i for i in range(8)]
+    keeper = Keeper.remote()
+    big = nbdist.put(np.ones(2_000_000))
+    assert nbdist.get(keeper.keep.remote(big)) == 1
+    squared = square.remote(big)
+    assert nbdist.get(squared)[0] == 1.0
+    print("READY", flush=True)
+
+    if sys.stdin.readline().strip() == "shutdown":
+        nbdist.shutdown()
+        print("DOWN", flush=True)
+        sys.stdin.readline()
+    """
+)
+
+
+def _shm_files() -> set[str]:
+    return set(glob.glob("/dev/shm/nbdist-*"))
+
+
+def _processes() -> dict[int, tuple[int, str, str]]:
+    """pid -> (parent pid, state, start time) for every process visible in /proc."""
+    table = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path("/proc", entry, "stat").read_text()
+        except OSError:
+            continue
+        # The command name may hold spaces or parentheses; the fields after it do not.
+        fields = stat[stat.rindex(")") + 2 :].split()
+        table[int(entry)] = (int(fields[1]), fields[0], fields[19])
+    return table
+
+
+def _descendants(root: int, table: dict[int, tuple[int, str, str]]) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    found, todo = set(), [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def _carrying_token(token: str) -> set[int]:
+    needle = f"{TOKEN_VAR}={token}".encode()
+    pids = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if needle in Path("/proc", entry, "environ").read_bytes().split(b"\0"):
+                pids.add(int(entry))
+        except OSError:
+            continue
+    return pids
+
+
+def _alive(tracked: dict[int, str]) -> dict[int, str]:
+    """The tracked processes still running: same start time (no pid reuse), not a zombie."""
+    table = _processes()
+    return {
+        pid: start
+        for pid, start in tracked.items()
+        if pid in table and table[pid][2] == start and table[pid][1] not in "ZX"
+    }
+
+
+def _command_line(pid: int) -> str:
+    try:
+        return Path("/proc", str(pid), "cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return "?"
+
+
+@dataclass
+class Outcome:
+    started: dict[int, str] = field(default_factory=dict)
+    survivors: dict[int, str] = field(default_factory=dict)
+    created_files: set[str] = field(default_factory=set)
+    leftover_files: set[str] = field(default_factory=set)
+
+    def describe_survivors(self) -> str:
+        return "; ".join(f"{pid}: {_command_line(pid)}" for pid in self.survivors)
+
+
+class Driver:
+    def __init__(self, tmp: Path) -> None:
+        self.token = uuid.uuid4().hex
+        script = tmp / "driver.py"
+        script.write_text(DRIVER)
+        self.proc = subprocess.Popen(
+            [sys.executable, str(script)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, TOKEN_VAR: self.token},
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.stderr: list[str] = []
+        threading.Thread(target=self._pump, args=(self.proc.stdout, self.lines), daemon=True).start()
+        threading.Thread(target=self._drain_stderr, daemon=True).start()
+
+    @staticmethod
+    def _pump(stream, lines: queue.Queue[str]) -> None:
+        for line in stream:
+            lines.put(line.rstrip("\n"))
+
+    def _drain_stderr(self) -> None:
+        for line in self.proc.stderr:
+            self.stderr.append(line)
+
+    def expect(self, wanted: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                line = self.lines.get(timeout=max(remaining, 0.01))
+            except queue.Empty:
+                tail = "".join(self.stderr[-40:])
+                pytest.fail(f"driver never printed {wanted!r}; exit={self.proc.poll()}\n{tail}")
+            if line == wanted:
+                return
+
+    def tracked_processes(self) -> dict[int, str]:
+        table = _processes()
+        pids = _descendants(self.proc.pid, table) | _carrying_token(self.token)
+        pids.discard(self.proc.pid)
+        return {pid: table[pid][2] for pid in pids if pid in table}
+
+    def send(self, line: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=30)
+
+
+def _observe(tmp: Path, how: str) -> Outcome:
+    before = _shm_files()
+    driver = Driver(tmp)
+    outcome = Outcome()
+    try:
+        driver.expect("READY", timeout=60)
+        outcome.started = driver.tracked_processes()
+        outcome.created_files = _shm_files() - before
+
+        if how == "kill":
+            driver.proc.send_signal(signal.SIGKILL)
+            driver.proc.wait(timeout=30)
+        elif how == "shutdown":
+            driver.send("shutdown")
+            driver.expect("DOWN", timeout=30)
+        elif how == "exit":
+            driver.proc.stdin.close()
+            assert driver.proc.wait(timeout=30) == 0, "".join(driver.stderr[-40:])
+
+        deadline = time.monotonic() + EXIT_DEADLINE
+        while True:
+            tracked = {**outcome.started, **driver.tracked_processes()}
+            outcome.survivors = _alive(tracked)
+            outcome.leftover_files = _shm_files() - before
+            if not outcome.survivors and not outcome.leftover_files:
+                break
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        if how == "shutdown":
+            assert driver.proc.poll() is None, "the driver should outlive its shutdown()"
+        return outcome
+    finally:
+        driver.close()
+        # Whatever outlived the deadline was started by this test: end it, by pid.
+        for pid in _alive(outcome.started):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+@pytest.fixture(scope="module")
+def stop_local_runtime(cluster_manager) -> None:
+    # The pytest process's own cluster would blur the /dev/shm bookkeeping.
+    cluster_manager.stop()
+
+
+@pytest.fixture(scope="module")
+def after_kill(tmp_path_factory, stop_local_runtime) -> Outcome:
+    return _observe(tmp_path_factory.mktemp("kill"), "kill")
+
+
+@pytest.fixture(scope="module")
+def after_shutdown(tmp_path_factory, stop_local_runtime) -> Outcome:
+    return _observe(tmp_path_factory.mktemp("shutdown"), "shutdown")
+
+
+@pytest.fixture(scope="module")
+def after_exit(tmp_path_factory, stop_local_runtime) -> Outcome:
+    return _observe(tmp_path_factory.mktemp("exit"), "exit")
+
+
+def test_killed_driver_takes_every_process_with_it(after_kill: Outcome) -> None:
+    # At least a head and a node daemon.
+    assert len(after_kill.started) >= 2, after_kill.started
+    assert not after_kill.survivors, after_kill.describe_survivors()
+
+
+@pytest.mark.nbdist_only
+def test_killed_driver_leaves_no_shared_memory(after_kill: Outcome) -> None:
+    assert after_kill.created_files, "the large put made no /dev/shm/nbdist-* file"
+    assert not after_kill.leftover_files, sorted(after_kill.leftover_files)
+
+
+def test_shutdown_stops_every_process(after_shutdown: Outcome) -> None:
+    assert len(after_shutdown.started) >= 2, after_shutdown.started
+    assert not after_shutdown.survivors, after_shutdown.describe_survivors()
+
+
+@pytest.mark.nbdist_only
+def test_shutdown_removes_shared_memory(after_shutdown: Outcome) -> None:
+    assert after_shutdown.created_files, "the large put made no /dev/shm/nbdist-* file"
+    assert not after_shutdown.leftover_files, sorted(after_shutdown.leftover_files)
+
+
+def test_driver_exiting_without_shutdown_stops_every_process(after_exit: Outcome) -> None:
+    assert len(after_exit.started) >= 2, after_exit.started
+    assert not after_exit.survivors, after_exit.describe_survivors()
+
+
+@pytest.mark.nbdist_only
+def test_driver_exiting_without_shutdown_removes_shared_memory(after_exit: Outcome) -> None:
+    assert after_exit.created_files
+    assert not after_exit.leftover_files, sorted(after_exit.leftover_files)
+
+
+@nbdist.remote
+def triple(x: int) -> int:
+    return 3 * x
+
+
+@pytest.fixture
+def clean_runtime(no_cluster) -> Iterator[None]:
+    assert not nbdist.is_initialized()
+    yield
+
+
+@pytest.mark.usefixtures("clean_runtime")
+def test_init_twice_raises_unless_told_to_ignore() -> None:
+    nbdist.init(num_cpus=1)
+    assert nbdist.is_initialized()
+    with pytest.raises(RuntimeError):
+        nbdist.init(num_cpus=1)
+    nbdist.init(num_cpus=3, ignore_reinit_error=True)
+    assert nbdist.cluster_resources()["CPU"] == 1, "ignore_reinit_error replaced the cluster"
+    assert nbdist.get(triple.remote(2)) == 6
+
+
+@pytest.mark.usefixtures("clean_runtime")
+def test_remote_call_without_init_starts_a_cluster() -> None:
+    assert nbdist.get(triple.remote(5)) == 15
+    assert nbdist.is_initialized()
+
+
+@pytest.mark.usefixtures("clean_runtime")
+def test_shutdown_then_init_again() -> None:
+    nbdist.init(num_cpus=1)
+    assert nbdist.get(triple.remote(1)) == 3
+    nbdist.shutdown()
+    assert not nbdist.is_initialized()
+    nbdist.shutdown()  # a second shutdown is harmless
+    nbdist.init(num_cpus=2)
+    assert nbdist.cluster_resources()["CPU"] == 2
+    assert nbdist.get(triple.remote(2)) == 6
