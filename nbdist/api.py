@@ -33,7 +33,7 @@ _INIT_IGNORED = frozenset({"include_dashboard", "dashboard_host", "dashboard_por
                            "_temp_dir", "_system_config"})
 
 
-class ClusterInfo(dict):  # type: ignore[type-arg]
+class ClusterInfo(dict):
     """What init() returns: address, node id, session dir, resources (a dict)."""
 
     @property

@@ -90,7 +90,7 @@ class TaskError(NbdistError):
         dual = _dual_class(type(cause))
         if dual is None:
             return self
-        err = dual.__new__(dual)
+        err: Any = dual.__new__(dual)  # type: ignore[call-overload]
         err.args = cause.args
         err.__dict__.update(getattr(cause, "__dict__", {}))
         err.function_name = self.function_name
@@ -98,6 +98,7 @@ class TaskError(NbdistError):
         err.cause = cause
         err.pid = self.pid
         err.task_id = self.task_id
+        assert isinstance(err, TaskError)
         return err
 
     def __reduce__(self) -> Any:
@@ -131,7 +132,7 @@ def _dual_class(cause_type: type) -> type | None:
         if cause_type in _dual_cache:
             return _dual_cache[cause_type]
         try:
-            dual = type(
+            dual: type = type(
                 f"TaskError({cause_type.__name__})",
                 (TaskError, cause_type),
                 {

@@ -452,8 +452,8 @@ class CoreClient:
             missing = [r.id for r in refs if r.id not in cache]
             ok = self._block(missing, num_returns - ready_now, timeout)
             if wait_id:
-                ready = sum(1 for r in refs if r.id in cache)
-                self.publish(ev.WaitDone(_T(), wait_id, ready, len(refs), not ok))
+                n_ready = sum(1 for r in refs if r.id in cache)
+                self.publish(ev.WaitDone(_T(), wait_id, n_ready, len(refs), not ok))
         elif timeout == 0:
             self._request([r.id for r in refs if r.id not in cache])
         ready: list[ObjectRef] = []

@@ -338,11 +338,11 @@ class NodeState:
             actor.count += 1
             client.holds.add(actor_id)
         elif actor_id:
-            actor = self.actors.get(actor_id)
-            if actor is None or actor.state == "dead":
-                self._finish_error(task, system_error_blob(self._dead_error(actor, actor_id)))
+            target = self.actors.get(actor_id)
+            if target is None or target.state == "dead":
+                self._finish_error(task, system_error_blob(self._dead_error(target, actor_id)))
                 return
-            actor.queue.append(task)
+            target.queue.append(task)
         if client.kind != P.KIND_DRIVER:
             self._event(job, "task_submitted", {
                 "task_id": task.id, "name": spec[P.S_NAME], "deps": spec[P.S_DEPS],
@@ -374,7 +374,7 @@ class NodeState:
             self._finish_error(task, system_error_blob(ValueError(
                 f"{task.spec[P.S_NAME]!r} needs {{{need}}} but the cluster has only "
                 f"{{{have}}}. Ask for fewer resources, or start the cluster with more "
-                "(init(num_cpus=..., num_gpus=..., resources={...}))."))) 
+                "(init(num_cpus=..., num_gpus=..., resources={...})).")))
             return
         task.ready = True
         actor_id = task.spec[P.S_ACTOR]

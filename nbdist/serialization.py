@@ -149,8 +149,9 @@ def error_blob(name: str, exc: BaseException, pid: int, task_id: str, skip: Call
     else:
         tb_text = format_user_traceback(exc, skip)
         cause = exc
+    cause_bytes: bytes | None
     try:
-        cause_bytes: bytes | None = cloudpickle.dumps(cause, protocol=5)
+        cause_bytes = cloudpickle.dumps(cause, protocol=5)
         pickle.loads(cause_bytes)
     except Exception:
         cause_bytes = None

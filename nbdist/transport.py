@@ -325,6 +325,9 @@ class Server:
         for peer in dirty:
             if peer.closed or not peer.outbox:
                 continue
+            if not peer.authed:
+                # Queued before the handshake finished: sent once it has.
+                continue
             msgs = peer.outbox
             peer.outbox = []
             peer.wbuf += encode(msgs)
@@ -437,6 +440,8 @@ class Server:
         peer.authed = True
         peer.wbuf += _digest(self.secret, b"S", client_nonce, peer.nonce)
         self._write(peer)
+        if peer.outbox:
+            self.dirty.add(peer)
         return rest
 
     def drop(self, peer: Peer, reason: str | None) -> None:

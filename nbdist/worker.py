@@ -121,6 +121,10 @@ class Worker:
             msg = self.inbox.get()
             if msg is None:
                 return
+            if (self.pool or self.loop) and msg[1][P.S_METHOD] != P.ACTOR_INIT:
+                # Calls that arrived while the constructor ran.
+                self.run_concurrent(msg)
+                continue
             try:
                 self.execute(msg, main=True)
             except KeyboardInterrupt:
@@ -307,7 +311,7 @@ def main(sock: socket.socket, secret: bytes, node_info: dict[str, Any]) -> None:
     client = runtime.CoreClient(sock, info, P.KIND_WORKER)
     runtime.set_client(client)
     worker = Worker(client)
-    sys.stdout = TaskStream(worker, "stdout")  # type: ignore[assignment]
-    sys.stderr = TaskStream(worker, "stderr")  # type: ignore[assignment]
+    sys.stdout = TaskStream(worker, "stdout")
+    sys.stderr = TaskStream(worker, "stderr")
     client.start()
     worker.serve()
