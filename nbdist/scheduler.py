@@ -40,7 +40,7 @@ from .exceptions import (
     TaskCancelledError,
     WorkerCrashedError,
 )
-from .serialization import error_type_names, system_error_blob
+from .serialization import error_text, error_type_names, system_error_blob
 
 log = logging.getLogger(__name__)
 
@@ -635,10 +635,19 @@ class NodeState:
             self.io.resources_changed()
 
     # ---------------------------------------------------------------- cancel
-    def cancel(self, task_id: int, force: bool) -> None:
-        task = self.tasks.get(task_id)
+    def _producer(self, oid: int) -> Task | None:
+        """The unfinished task returning ``oid`` (return ids follow their task's id)."""
+        for k in range(1, 257):
+            task = self.tasks.get(oid - k)
+            if task is not None:
+                return task if oid in task.return_ids else None
+        return None
+
+    def cancel(self, oid: int, force: bool) -> None:
+        task = self._producer(oid)
         if task is None or task.finished:
             return
+        task_id = task.id
         task.cancelled = True
         err = system_error_blob(TaskCancelledError(
             f"Task {task.spec[P.S_NAME]!r} was cancelled."))
@@ -825,9 +834,8 @@ class NodeState:
             actor.gpus = []
             self.io.kill_worker(worker, graceful=graceful)
         if actor.init_error is not None:
-            blob = actor.init_error
-        else:
-            blob = system_error_blob(self._dead_error(actor, actor.id, reason))
+            reason = f"{reason}:\n{error_text(actor.init_error).rstrip()}"
+        blob = system_error_blob(self._dead_error(actor, actor.id, reason))
         for task in list(actor.inflight.values()) + list(actor.queue):
             self._finish_error(task, blob)
         actor.inflight.clear()

@@ -163,6 +163,14 @@ def error_blob(name: str, exc: BaseException, pid: int, task_id: str, skip: Call
     )
 
 
+def error_text(blob: bytes) -> str:
+    """The remote traceback of a task error blob, read without unpickling user code."""
+    if blob[:1] != b"E":
+        return ""
+    fields = pickle.loads(memoryview(blob)[1:])
+    return str(fields[1] or f"{fields[5]}: {fields[6]}")
+
+
 def error_type_names(blob: bytes) -> tuple[str, ...]:
     """Class names in the MRO of a task error's cause, read without unpickling user code."""
     if blob[:1] != b"E":
