@@ -206,22 +206,14 @@ class EventsDropped(Event):
 Callback = Callable[[list[Event]], None]
 
 
-class _Subscriber:
-    __slots__ = ("callback", "backlog", "dropped")
-
-    def __init__(self, callback: Callback) -> None:
-        self.callback = callback
-        self.backlog: collections.deque[Event] = collections.deque()
-        self.dropped = 0
-
-
 class EventBus:
     """Bounded history plus batched delivery to subscribers (see the module docstring)."""
 
     def __init__(self, history: int = 200_000) -> None:
         self._history: collections.deque[Event] = collections.deque(maxlen=history)
         self._pending: collections.deque[Event] = collections.deque()
-        self._subs: list[_Subscriber] = []
+        self._dropped = 0
+        self._subs: list[Callback] = []
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -230,16 +222,20 @@ class EventBus:
     def publish(self, event: Event) -> None:
         self._history.append(event)
         if self._subs:
-            self._pending.append(event)
+            pending = self._pending
+            if len(pending) >= MAX_BACKLOG:
+                # The subscribers are behind: keep the newest, count what is dropped.
+                pending.popleft()
+                self._dropped += 1
+            pending.append(event)
 
     def recent(self, n: int | None = None) -> list[Event]:
         items = list(self._history)
         return items if n is None else items[-n:]
 
     def subscribe(self, callback: Callback) -> Callable[[], None]:
-        sub = _Subscriber(callback)
         with self._lock:
-            self._subs.append(sub)
+            self._subs.append(callback)
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="nbdist-events", daemon=True
@@ -248,7 +244,7 @@ class EventBus:
 
         def unsubscribe() -> None:
             with self._lock, contextlib.suppress(ValueError):
-                self._subs.remove(sub)
+                self._subs.remove(callback)
 
         return unsubscribe
 
@@ -264,28 +260,20 @@ class EventBus:
     def _deliver(self) -> None:
         with self._lock:
             subs = list(self._subs)
-            batch: list[Event] = []
             pending = self._pending
+            batch: list[Event] = []
             while pending:
                 batch.append(pending.popleft())
+            dropped, self._dropped = self._dropped, 0
+        if dropped:
+            batch.insert(0, EventsDropped(time.time(), dropped))
         if not batch:
             return
-        for sub in subs:
-            sub.backlog.extend(batch)
-            excess = len(sub.backlog) - MAX_BACKLOG
-            if excess > 0:
-                for _ in range(excess):
-                    sub.backlog.popleft()
-                sub.dropped += excess
-            items = list(sub.backlog)
-            sub.backlog.clear()
-            if sub.dropped:
-                items.insert(0, EventsDropped(time.time(), sub.dropped))
-                sub.dropped = 0
+        for callback in subs:
             try:
-                sub.callback(items)
+                callback(batch)
             except Exception:  # a subscriber's bug must not stop the stream for others
-                log.exception("nbdist event subscriber %r raised", sub.callback)
+                log.exception("nbdist event subscriber %r raised", callback)
 
     def close(self) -> None:
         self._closed = True

@@ -330,7 +330,8 @@ def _scenario_idle_footprint(ray: Any) -> dict[str, Any]:
     for pid in sorted(_cluster_pids(os.getpid())):
         kib = _uss_kib(pid)
         if kib is not None:
-            procs.append({"pid": pid, "name": _short_name(_cmdline(pid)), "uss_mib": kib / 1024})
+            name = "driver" if pid == os.getpid() else _short_name(_cmdline(pid))
+            procs.append({"pid": pid, "name": name, "uss_mib": kib / 1024})
     return {"uss_mib": sum(p["uss_mib"] for p in procs), "procs": len(procs), "processes": procs}
 
 
@@ -394,6 +395,7 @@ class Run:
     result: dict[str, Any] = field(default_factory=dict)
     error: str = ""
     detail: str = ""
+    note: str = ""
     wall_s: float = 0.0
     leftover: list[str] = field(default_factory=list)
 
@@ -474,8 +476,11 @@ def _run_child(backend: str, scenario: str, timeout: float) -> Run:
         err.seek(0)
         _parse_child(run, out.read().decode(errors="replace"),
                      err.read().decode(errors="replace"), code)
-    if timed_out and not run.ok:
-        run.error = f"timed out after {timeout:.0f} s"
+    if timed_out:
+        if run.ok:
+            run.note = f"shutdown did not finish within the {timeout:.0f} s timeout: killed"
+        else:
+            run.error = f"timed out after {timeout:.0f} s"
     if "first_result_wall" in run.result:
         run.result["cold_start_s"] = run.result["first_result_wall"] - spawned
     left = _leftovers(proc.pid, run.result.get("session_tokens", []))
@@ -607,7 +612,7 @@ def format_table(rows: Sequence[dict[str, Any]], backends: Sequence[str]) -> str
         met = {True: "met", False: "NOT met", None: "n/a"}[row["met"]]
         lines.append([*cells, row["target"], met])
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
-    out = ["| " + " | ".join(c.ljust(w) for c, w in zip(line, widths)) + " |" for line in lines]
+    out = ["| " + " | ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)) + " |" for line in lines]
     out.insert(1, "| " + " | ".join("-" * w for w in widths) + " |")
     return "\n".join(out)
 
@@ -700,7 +705,8 @@ def _describe(run: Run) -> str:
         return f"FAILED: {run.error}"
     shown = [m for m in METRICS if m.scenario == run.scenario and m.key in run.result]
     figures = "; ".join(_format_value(m, run.result) for m in shown)
-    return f"done in {run.wall_s:.1f} s: {figures}"
+    note = f" ({run.note})" if run.note else ""
+    return f"done in {run.wall_s:.1f} s: {figures}{note}"
 
 
 def run_all(scenarios: Sequence[str], backends: Sequence[str], repeat: int,

@@ -1,0 +1,70 @@
+"""The event bus: batching, history, and a slow consumer that cannot slow producers."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from nbdist import events
+
+
+def _rec(i: int) -> events.Event:
+    return events.ObjectFreed(time.time(), f"{i:x}")
+
+
+def test_records_are_typed_and_versioned() -> None:
+    rec = events.TaskSubmitted(1.0, "t", "f", ("d",), ("r",), None)
+    assert rec.kind == "task_submitted" and rec.version == events.EVENT_VERSION
+
+
+def test_subscriber_gets_batches_in_order() -> None:
+    bus = events.EventBus()
+    got: list[events.Event] = []
+    done = threading.Event()
+
+    def cb(batch: list[events.Event]) -> None:
+        got.extend(batch)
+        if len(got) >= 100:
+            done.set()
+
+    unsub = bus.subscribe(cb)
+    for i in range(100):
+        bus.publish(_rec(i))
+    assert done.wait(5)
+    assert [e.object_id for e in got] == [f"{i:x}" for i in range(100)]  # type: ignore[attr-defined]
+    unsub()
+    bus.close()
+
+
+def test_slow_subscriber_gets_a_drop_summary() -> None:
+    bus = events.EventBus()
+    got: list[events.Event] = []
+    entered = threading.Event()
+    gate = threading.Event()
+    finished = threading.Event()
+
+    def slow(batch: list[events.Event]) -> None:
+        entered.set()
+        gate.wait(10)
+        got.extend(batch)
+        if any(isinstance(e, events.EventsDropped) for e in batch):
+            finished.set()
+
+    bus.subscribe(slow)
+    bus.publish(_rec(0))
+    assert entered.wait(5)  # the dispatcher thread is now stuck in the subscriber
+    n = events.MAX_BACKLOG + 500
+    for i in range(n):
+        bus.publish(_rec(i))
+    gate.set()
+    assert finished.wait(5)
+    drops = [e for e in got if isinstance(e, events.EventsDropped)]
+    assert sum(d.count for d in drops) == 500
+    bus.close()
+
+
+def test_history_is_bounded() -> None:
+    bus = events.EventBus(history=10)
+    for i in range(25):
+        bus.publish(_rec(i))
+    assert len(bus.recent()) == 10 and bus.recent(2)[-1].object_id == "18"  # type: ignore[attr-defined]

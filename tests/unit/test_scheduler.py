@@ -1,0 +1,273 @@
+"""The node's scheduler as a state machine: messages in, sends and process actions out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from nbdist import exceptions, serialization
+from nbdist import protocol as P
+from nbdist.scheduler import Client, NodeState, Worker
+
+
+class RecordingIO:
+    """NodeIO that records what the scheduler asks for; workers are plain records."""
+
+    node_id = "n1"
+    node_pid = 99
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[Client, tuple]] = []
+        self.killed: list[int] = []
+        self.unlinked: list[int] = []
+        self.head: list[tuple[str, Any]] = []
+        self.next_pid = 1000
+        self.state: NodeState | None = None
+
+    def send(self, client: Client, msg: tuple) -> None:
+        self.sent.append((client, msg))
+
+    def spawn_worker(self) -> Worker:
+        self.next_pid += 1
+        worker = Worker(self.next_pid)
+        worker.client = Client(None, P.KIND_WORKER, self.next_pid, self.next_pid, 0)
+        worker.client.worker = worker
+        assert self.state is not None
+        self.state.worker_started(worker)
+        return worker
+
+    def kill_worker(self, worker: Worker, graceful: bool = False) -> None:
+        self.killed.append(worker.pid)
+
+    def unlink(self, oid: int) -> None:
+        self.unlinked.append(oid)
+
+    def to_head(self, op: str, args: Any) -> None:
+        self.head.append((op, args))
+
+    def resources_changed(self) -> None:
+        pass
+
+    def execs(self) -> list[tuple[Worker, tuple]]:
+        return [(c.worker, m[1]) for c, m in self.sent if m[0] == P.EXEC and c.worker]
+
+    def take(self, op: int) -> list[tuple[Client, tuple]]:
+        out = [(c, m) for c, m in self.sent if m[0] == op]
+        self.sent = [(c, m) for c, m in self.sent if m[0] != op]
+        return out
+
+
+def make(cpus: int = 2, **res: float) -> tuple[NodeState, RecordingIO, Client]:
+    io = RecordingIO()
+    state = NodeState(io, {"CPU": float(cpus), **res}, [], cpus, 4, 1 << 30)
+    io.state = state
+    driver = Client(None, P.KIND_DRIVER, 1, 1, 1)
+    state.client_joined(driver)
+    return state, io, driver
+
+
+def spec(task_id: int, deps: tuple[int, ...] = (), resources: Any = None, retries: int = 0,
+         name: str = "f") -> tuple:
+    return (task_id, 7, name, b"", deps, 1, resources, retries, False, 0, None, 0, (), 1, None)
+
+
+def run_turn(state: NodeState) -> None:
+    if state.need_dispatch:
+        state.dispatch()
+    state.flush_notices()
+
+
+def finish(state: NodeState, io: RecordingIO, task_id: int, value: bytes = b"Pv") -> None:
+    worker = next(w for w, s in io.execs() if s[P.S_TASK_ID] == task_id)
+    state.result(worker, task_id, True, [(task_id + 1, value, 0)], None, 0.0, 1.0)
+
+
+def test_dependent_task_waits_for_its_argument() -> None:
+    state, io, driver = make()
+    state.submit(driver, spec(10))
+    state.submit(driver, spec(20, deps=(11,)))
+    run_turn(state)
+    assert [s[P.S_TASK_ID] for _, s in io.execs()] == [10]
+    finish(state, io, 10)
+    run_turn(state)
+    assert [s[P.S_TASK_ID] for _, s in io.execs()] == [10, 20]
+    # The dependency's value travels with the EXEC.
+    _, msg = [x for x in io.sent if x[1][0] == P.EXEC][-1]
+    assert msg[2] == [(11, b"Pv", 0)]
+
+
+def test_cpu_limit_queues_tasks() -> None:
+    state, io, driver = make(cpus=2)
+    for i in range(5):
+        state.submit(driver, spec(10 * (i + 1)))
+    run_turn(state)
+    assert len(io.execs()) == 2
+    finish(state, io, 10)
+    run_turn(state)
+    assert len(io.execs()) == 3
+
+
+def test_custom_resource_serialises_tasks() -> None:
+    state, io, driver = make(cpus=4, special=1.0)
+    shape = (("CPU", 1.0), ("special", 1.0))
+    state.submit(driver, spec(10, resources=shape))
+    state.submit(driver, spec(20, resources=shape))
+    run_turn(state)
+    assert [s[P.S_TASK_ID] for _, s in io.execs()] == [10]
+
+
+def test_infeasible_task_fails_with_clear_error() -> None:
+    state, io, driver = make(cpus=2)
+    state.submit(driver, spec(10, resources=(("GPU", 1.0),)))
+    done = io.take(P.DONE)
+    assert len(done) == 1 and done[0][1][2] is False
+    err = serialization.error_from_blob(done[0][1][3][0][1])
+    assert isinstance(err, ValueError) and "GPU" in str(err)
+
+
+def test_failed_dependency_fails_dependents_without_running() -> None:
+    state, io, driver = make()
+    state.submit(driver, spec(10))
+    state.submit(driver, spec(20, deps=(11,)))
+    run_turn(state)
+    worker = io.execs()[0][0]
+    blob = serialization.system_error_blob(exceptions.TaskCancelledError("x"))
+    state.result(worker, 10, False, [], blob, 0.0, 1.0)
+    run_turn(state)
+    assert [s[P.S_TASK_ID] for _, s in io.execs()] == [10]
+    done = {m[1]: m for _, m in io.take(P.DONE)}
+    assert done[20][2] is False and done[20][3][0][1] == blob
+
+
+def test_object_freed_when_last_holder_releases() -> None:
+    state, io, driver = make()
+    state.put(driver, 50, None, 4096, ())
+    assert state.store_used == 4096
+    state.refs(driver, [(-1, 50)])
+    assert 50 not in state.objects and io.unlinked == [50]
+    assert state.store_used == 0
+
+
+def test_contained_refs_live_as_long_as_their_container() -> None:
+    state, io, driver = make()
+    state.put(driver, 50, b"Pinner", 0, ())
+    state.put(driver, 60, b"Pouter", 0, (50,))
+    state.refs(driver, [(-1, 50)])
+    assert 50 in state.objects
+    state.refs(driver, [(-1, 60)])
+    assert 50 not in state.objects and 60 not in state.objects
+
+
+def test_argument_pinned_until_task_ends() -> None:
+    state, io, driver = make()
+    state.put(driver, 50, b"Parg", 0, ())
+    state.submit(driver, spec(10, deps=(50,)))
+    state.refs(driver, [(-1, 50)])
+    assert 50 in state.objects
+    run_turn(state)
+    finish(state, io, 10)
+    assert 50 not in state.objects
+
+
+def test_worker_death_retries_then_fails() -> None:
+    state, io, driver = make(cpus=1)
+    state.submit(driver, spec(10, retries=1))
+    run_turn(state)
+    w1 = io.execs()[0][0]
+    state.worker_lost(w1, -9)
+    run_turn(state)
+    assert len(io.execs()) == 2
+    w2 = io.execs()[1][0]
+    assert w2 is not w1
+    state.worker_lost(w2, -9)
+    done = io.take(P.DONE)
+    err = serialization.error_from_blob(done[0][1][3][0][1])
+    assert isinstance(err, exceptions.WorkerCrashedError)
+    assert "SIGKILL" in str(err)
+    assert state.avail["CPU"] == 1.0
+
+
+def test_blocked_worker_lends_its_cpu() -> None:
+    state, io, driver = make(cpus=1)
+    state.submit(driver, spec(10))
+    state.submit(driver, spec(20))
+    run_turn(state)
+    assert len(io.execs()) == 1
+    state.blocked(io.execs()[0][0])
+    run_turn(state)
+    assert len(io.execs()) == 2
+    state.unblocked(io.execs()[0][0])
+    assert state.avail["CPU"] == -1.0
+
+
+def test_cancel_queued_task_never_runs() -> None:
+    state, io, driver = make(cpus=1)
+    state.submit(driver, spec(10))
+    state.submit(driver, spec(20))
+    state.cancel(21, force=False)
+    run_turn(state)
+    finish(state, io, 10)
+    run_turn(state)
+    assert [s[P.S_TASK_ID] for _, s in io.execs()] == [10]
+    done = {m[1]: m for _, m in io.take(P.DONE)}
+    assert isinstance(serialization.error_from_blob(done[20][3][0][1]),
+                      exceptions.TaskCancelledError)
+
+
+def actor_spec(actor_id: int, task_id: int, method: str, extra: Any = None) -> tuple:
+    return (task_id, 5 if method == P.ACTOR_INIT else 0, "A." + method, b"", (), 1, None, 0,
+            False, actor_id, method, 0, (), 1, extra)
+
+
+def test_actor_calls_dispatch_in_order_and_actor_restarts() -> None:
+    state, io, driver = make()
+    state.submit(driver, actor_spec(500, 10, P.ACTOR_INIT, {"max_restarts": 1}))
+    run_turn(state)
+    for tid in (20, 30, 40):
+        state.submit(driver, actor_spec(500, tid, "m"))
+    sent = [s[P.S_TASK_ID] for _, s in io.execs()]
+    assert sent == [10, 20, 30, 40]
+    worker = io.execs()[0][0]
+    state.result(worker, 10, True, [(11, b"PN", 0)], None, 0.0, 1.0)
+    state.worker_lost(worker, -9)
+    run_turn(state)
+    done = {m[1]: m for _, m in io.take(P.DONE)}
+    assert isinstance(serialization.error_from_blob(done[20][3][0][1]),
+                      exceptions.ActorDiedError)
+    # The constructor runs again on a new worker.
+    assert [s[P.S_TASK_ID] for _, s in io.execs()][-1] == 10
+    new_worker = io.execs()[-1][0]
+    assert new_worker is not worker
+    state.worker_lost(new_worker, -9)
+    state.submit(driver, actor_spec(500, 60, "m"))
+    done = {m[1]: m for _, m in io.take(P.DONE)}
+    assert isinstance(serialization.error_from_blob(done[60][3][0][1]),
+                      exceptions.ActorDiedError)
+
+
+def test_actor_retires_when_last_handle_goes() -> None:
+    state, io, driver = make()
+    state.submit(driver, actor_spec(500, 10, P.ACTOR_INIT, {}))
+    run_turn(state)
+    worker = io.execs()[0][0]
+    state.result(worker, 10, True, [(11, b"PN", 0)], None, 0.0, 1.0)
+    state.refs(driver, [(-1, 500)])
+    assert worker.pid in io.killed or any(m[0] == P.EXIT for _, m in io.sent)
+
+
+@pytest.mark.parametrize("policy,expect_retry", [(True, True), (("KeyError",), False)])
+def test_retry_exceptions_policy(policy: Any, expect_retry: bool) -> None:
+    state, io, driver = make(cpus=1)
+    s = list(spec(10, retries=2))
+    s[P.S_RETRY_EXC] = policy
+    state.submit(driver, tuple(s))
+    run_turn(state)
+    worker = io.execs()[0][0]
+    try:
+        raise ValueError("flaky")
+    except ValueError as exc:
+        blob = serialization.error_blob("f", exc, 1, "t", lambda name: False)
+    state.result(worker, 10, False, [], blob, 0.0, 1.0)
+    run_turn(state)
+    assert (len(io.execs()) == 2) is expect_retry

@@ -1,0 +1,67 @@
+"""The public surface is pinned, and the engine imports no UI packages."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import nbdist
+from nbdist import exceptions
+
+EXPECTED = {
+    "ActorClass", "ActorHandle", "ObjectRef", "RemoteFunction", "available_resources",
+    "cancel", "cluster_resources", "events", "exceptions", "get", "get_actor",
+    "get_runtime_context", "init", "is_initialized", "kill", "method", "nodes", "put",
+    "remote", "shutdown", "wait",
+}
+
+
+def test_public_names() -> None:
+    assert set(nbdist.__all__) == EXPECTED
+    for name in EXPECTED:
+        assert hasattr(nbdist, name)
+
+
+def test_error_tree_and_ray_aliases() -> None:
+    for name in ("TaskError", "ActorError", "ActorDiedError", "GetTimeoutError",
+                 "WorkerCrashedError", "TaskCancelledError", "ObjectLostError",
+                 "ObjectStoreFullError", "SerializationError"):
+        assert issubclass(getattr(exceptions, name), exceptions.NbdistError)
+    assert exceptions.RayTaskError is exceptions.TaskError
+    assert exceptions.RayActorError is exceptions.ActorError
+    assert issubclass(exceptions.ActorDiedError, exceptions.RayActorError)
+    assert issubclass(exceptions.GetTimeoutError, TimeoutError)
+
+
+def test_engine_imports_no_ui_or_heavy_packages() -> None:
+    code = (
+        "import sys, nbdist\n"
+        "bad = [m for m in ('IPython', 'ipykernel', 'ipywidgets', 'bokeh', 'numpy', 'pyarrow')"
+        " if m in sys.modules]\n"
+        "print(','.join(bad))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=60)
+    assert out.stdout.strip() == ""
+
+
+def test_remote_function_direct_call_is_a_type_error() -> None:
+    @nbdist.remote
+    def f() -> int:
+        return 1
+
+    try:
+        f()
+    except TypeError as exc:
+        assert ".remote(" in str(exc)
+    else:
+        raise AssertionError("calling a remote function directly must raise TypeError")
+
+
+def test_unknown_option_lists_valid_ones() -> None:
+    try:
+        nbdist.remote(num_cpu=1)(lambda: 1)
+    except ValueError as exc:
+        assert "num_cpus" in str(exc) and "num_cpu" in str(exc)
+    else:
+        raise AssertionError("unknown options must be rejected")

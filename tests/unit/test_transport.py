@@ -1,0 +1,126 @@
+"""Framing and the authenticated handshake, over real sockets, without the cluster."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import socket
+import struct
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from nbdist import transport
+
+SECRET = b"s" * 32
+
+
+def test_frame_reader_splits_and_limits() -> None:
+    reader = transport.FrameReader(limit=1000)
+    data = transport.encode([("a", 1)]) + transport.encode([("b", 2)])
+    assert reader.feed(data[:5]) == []
+    assert reader.feed(data[5:]) == [[("a", 1)], [("b", 2)]]
+    with pytest.raises(transport.TransportError, match="exceeds"):
+        reader.feed(struct.pack("!I", 5000) + b"x")
+
+
+def test_frame_reader_rejects_garbage_and_non_lists() -> None:
+    with pytest.raises(transport.TransportError, match="malformed"):
+        transport.FrameReader().feed(struct.pack("!I", 4) + b"\xff\xfe\xfd\xfc")
+    with pytest.raises(transport.TransportError, match="not a message list"):
+        payload = pickle.dumps(("x",))
+        transport.FrameReader().feed(struct.pack("!I", len(payload)) + payload)
+
+
+class EchoServer:
+    """A `transport.Server` on a Unix socket, answering every message list with itself."""
+
+    def __init__(self, path: str) -> None:
+        self.server = transport.Server(SECRET, self.on_messages, lambda peer: None,
+                                       max_frame=1 << 16, handshake_timeout=0.5)
+        self.sock = transport.listen("unix:" + path)
+        self.server.add_listener(self.sock)
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self) -> None:
+        self.server.run()
+
+    def on_messages(self, peer: transport.Peer, msgs: list[Any]) -> None:
+        for m in msgs:
+            self.server.send(peer, m)
+
+    def stop(self) -> None:
+        self.server.stop()
+        # A bare connection wakes the selector so the loop sees the flag.
+        waker = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            waker.connect(self.sock.getsockname())
+        except OSError:
+            pass
+        self.thread.join(5)
+        waker.close()
+        self.server.close()
+
+
+@pytest.fixture
+def echo(tmp_path: Any) -> Any:
+    server = EchoServer(str(tmp_path / "s.sock"))
+    yield "unix:" + str(tmp_path / "s.sock")
+    server.stop()
+
+
+def _roundtrip(address: str) -> Any:
+    sock = transport.connect(address, SECRET)
+    got: list[Any] = []
+    done = threading.Event()
+    conn = transport.Connection(sock, lambda m: (got.extend(m), done.set()), lambda e: None)
+    conn.start()
+    conn.send([("ping", 1)])
+    assert done.wait(5)
+    conn.close()
+    return got
+
+
+def test_authenticated_round_trip(echo: str) -> None:
+    assert _roundtrip(echo) == [("ping", 1)]
+
+
+def test_wrong_secret_is_refused_and_server_keeps_serving(echo: str) -> None:
+    with pytest.raises(transport.TransportError, match="wrong cluster token"):
+        transport.connect(echo, b"x" * 32)
+    assert _roundtrip(echo) == [("ping", 1)]
+
+
+@pytest.mark.parametrize("payload", [
+    b"",  # connect and say nothing (slow drip / silence)
+    os.urandom(200),  # random bytes instead of the handshake
+])
+def test_bad_clients_are_dropped(echo: str, payload: bytes) -> None:
+    family, addr = transport.parse_address(echo)
+    raw = socket.socket(family, socket.SOCK_STREAM)
+    raw.connect(addr)
+    raw.settimeout(5)
+    assert raw.recv(36)[:4] == transport.MAGIC
+    if payload:
+        raw.sendall(payload)
+    start = time.monotonic()
+    assert raw.recv(100) == b""  # the server closed this connection
+    assert time.monotonic() - start < 5
+    raw.close()
+    assert _roundtrip(echo) == [("ping", 1)]
+
+
+def test_oversized_and_malformed_frames_drop_only_that_connection(echo: str) -> None:
+    sock = transport.connect(echo, SECRET)
+    sock.sendall(struct.pack("!I", 1 << 30))
+    sock.settimeout(5)
+    assert sock.recv(10) == b""
+    sock.close()
+    sock = transport.connect(echo, SECRET)
+    sock.sendall(struct.pack("!I", 3) + b"\x80\x05X")
+    assert sock.recv(10) == b""
+    sock.close()
+    assert _roundtrip(echo) == [("ping", 1)]
