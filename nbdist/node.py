@@ -35,6 +35,10 @@ from .store import unlink as unlink_file
 
 log = logging.getLogger("nbdist.node")
 
+# Task-started and object-freed notices go out at most this often (batched); the panel
+# redraws at ~10 Hz, and tasks shorter than this need no separate notice at all.
+NOTICE_S = 0.02
+
 
 class NodeDaemon:
     """Process-level I/O around `NodeState` (the scheduler's ``NodeIO``)."""
@@ -273,12 +277,19 @@ class NodeDaemon:
         st = self.state
         if st.need_dispatch:
             st.dispatch()
-        st.flush_notices()
+        if st.has_notices() and not self._notice_timer:
+            self._notice_timer = True
+            self.server.call_later(NOTICE_S, self._flush_notices)
         if self.res_dirty and self.head is not None and not self._update_timer:
             self._update_timer = True
             self.server.call_later(0.05, self._push_update)
 
     _update_timer = False
+    _notice_timer = False
+
+    def _flush_notices(self) -> None:
+        self._notice_timer = False
+        self.state.flush_notices()
 
     def _push_update(self) -> None:
         self._update_timer = False

@@ -171,6 +171,7 @@ class CoreClient:
         self._requested: set[int] = set()
         self._fns: set[int] = set()
         self._tasks: dict[int, str] = {}
+        self._running: set[int] = set()
         self._control: dict[int, list[Any]] = {}
         self._req_ids = itertools.count(1)
         self._wait_ids = itertools.count(1)
@@ -538,6 +539,11 @@ class CoreClient:
             return
         now = _T()
         tid = hex_id(task_id)
+        if task_id in self._running:
+            self._running.discard(task_id)
+        elif t0:
+            # It ended before the node's batched started-notice went out.
+            self.publish(ev.TaskStarted(t0, tid, name, self.node_id, pid))
         if ok:
             self.publish(ev.TaskFinished(now, tid, name, t1 - t0, self.node_id, pid))
             for loc in locs:
@@ -554,6 +560,7 @@ class CoreClient:
             return
         _, items, t = msg
         names = self._tasks
+        self._running.update(task_id for task_id, _ in items)
         for task_id, pid in items:
             self.publish(ev.TaskStarted(t, hex_id(task_id), names.get(task_id, "?"),
                                         self.node_id, pid))

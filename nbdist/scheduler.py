@@ -180,7 +180,8 @@ class NodeState:
         self.fns: dict[int, bytes] = {}
         self.jobs: dict[int, Client] = {}
         self.need_dispatch = False
-        self.started: dict[Client, list[tuple[int, int]]] = {}
+        # Notices batched for up to NOTICE_S; a task that ends first needs none (DONE says it).
+        self.started: dict[Client, dict[int, int]] = {}
         self.freed: dict[int, list[int]] = {}
         self.spawning = 0
         self._dead_reasons: dict[int, str] = {}
@@ -488,7 +489,7 @@ class NodeState:
                 worker.fns.add(fid)
         deps = [self.loc(d) for d in spec[P.S_DEPS]]
         self.io.send(client, (P.EXEC, spec, deps, task.gpus))
-        self.started.setdefault(task.owner, []).append((task.id, worker.pid))
+        self.started.setdefault(task.owner, {})[task.id] = worker.pid
 
     def result(self, worker: Worker, task_id: int, ok: bool, locs: list, error: bytes | None,
                t0: float, t1: float, contained: tuple[int, ...] = ()) -> None:
@@ -563,6 +564,9 @@ class NodeState:
 
     def _finish(self, task: Task, locs: list, t0: float, t1: float, pid: int) -> None:
         task.finished = True
+        pending = self.started.get(task.owner)
+        if pending:
+            pending.pop(task.id, None)
         self.tasks.pop(task.id, None)
         owner = task.owner
         self.io.send(owner, (P.DONE, task.id, True, locs, t0, t1, pid))
@@ -589,6 +593,9 @@ class NodeState:
         task.finished = True
         self.tasks.pop(task.id, None)
         owner = task.owner
+        pending = self.started.get(owner)
+        if pending:
+            pending.pop(task.id, None)
         locs = [(rid, error, 0) for rid in task.return_ids]
         if task.spec[P.S_NRET] == 0:
             locs = []
@@ -865,12 +872,16 @@ class NodeState:
         if client is not None:
             self.io.send(client, (P.EVENT, kind, fields))
 
+    def has_notices(self) -> bool:
+        return bool(self.started or self.freed)
+
     def flush_notices(self) -> None:
-        """Send the batched STARTED and freed notices (end of each loop turn)."""
+        """Send the batched STARTED and freed notices."""
         if self.started:
             now = time.time()
             for owner, items in self.started.items():
-                self.io.send(owner, (P.STARTED, items, now))
+                if items:
+                    self.io.send(owner, (P.STARTED, list(items.items()), now))
             self.started = {}
         if self.freed:
             for job, ids in self.freed.items():
