@@ -57,6 +57,8 @@ class LocalCluster:
         pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         env["PYTHONPATH"] = os.pathsep.join(
             [pkg_parent] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+        # Workers import what the driver can (modules next to a script, test packages ...).
+        env["NBDIST_DRIVER_SYS_PATH"] = json.dumps([os.path.abspath(p) for p in sys.path])
         log = open(os.path.join(self.session_dir, log_name), "wb")
         # PDEATHSIG follows the *thread* that forked: armed (by the child) only when that is
         # the main thread; otherwise the pipe alone ties the child to this process.

@@ -363,6 +363,9 @@ def main(argv: list[str] | None = None) -> int:
         lifetime.die_with_parent(signal.SIGTERM)
     secret = bytes.fromhex(os.environ.pop("NBDIST_CLUSTER_SECRET"))
     cfg = config_mod.Config.from_dict(json.loads(os.environ.pop("NBDIST_CONFIG", "{}")))
+    for entry in json.loads(os.environ.pop("NBDIST_DRIVER_SYS_PATH", "[]")):
+        if entry not in sys.path:
+            sys.path.append(entry)
     lifetime.sweep_stale_shm(cfg.shm_dir)
     daemon = NodeDaemon(args, secret, cfg)
     signal.signal(signal.SIGTERM, lambda *_: daemon.server.stop())
