@@ -34,7 +34,7 @@ def rendezvous(directory: str, me: int, parties: int) -> int:
 
 
 @pytest.fixture
-def four_warm_workers(tmp_path: Path) -> None:
+def four_warm_workers(cluster, tmp_path: Path) -> None:
     directory = tmp_path / "rendezvous"
     directory.mkdir()
     pids = nbdist.get([rendezvous.remote(str(directory), i, 4) for i in range(4)])
@@ -100,16 +100,15 @@ def test_one_hundred_thousand_tiny_tasks() -> None:
 
 @nbdist.remote
 def finish_in_turn(directory: str, turn: int) -> int:
-    # Task `turn` finishes only after task `turn - 1` has, so completion order is known
-    # without relying on sleep lengths.
+    # Task `turn` may finish only after the driver has processed task `turn - 1`, so the
+    # completion order is fixed without relying on sleep lengths.
     if turn > 0:
-        before = Path(directory, f"done-{turn - 1}")
+        before = Path(directory, f"processed-{turn - 1}")
         deadline = time.monotonic() + 60
         while not before.exists():
             if time.monotonic() > deadline:
-                raise TimeoutError(f"task {turn - 1} never finished")
+                raise TimeoutError(f"result {turn - 1} was never processed")
             time.sleep(0.01)
-    Path(directory, f"done-{turn}").touch()
     return turn
 
 
@@ -120,7 +119,9 @@ def test_process_results_in_completion_order(tmp_path: Path) -> None:
     while pending:
         ready, pending = nbdist.wait(pending, num_returns=1)
         assert len(ready) == 1
-        processed.append(nbdist.get(ready[0]))
+        value = nbdist.get(ready[0])
+        processed.append(value)
+        Path(tmp_path, f"processed-{value}").touch()
     assert processed == [0, 1, 2, 3]
 
 

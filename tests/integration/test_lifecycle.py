@@ -143,11 +143,18 @@ def _command_line(pid: int) -> str:
 class Outcome:
     started: dict[int, str] = field(default_factory=dict)
     survivors: dict[int, str] = field(default_factory=dict)
+    commands: dict[int, str] = field(default_factory=dict)
     created_files: set[str] = field(default_factory=set)
     leftover_files: set[str] = field(default_factory=set)
 
+    def note_commands(self, pids) -> None:
+        for pid in pids:
+            if pid not in self.commands:
+                self.commands[pid] = _command_line(pid)
+
     def describe_survivors(self) -> str:
-        return "; ".join(f"{pid}: {_command_line(pid)}" for pid in self.survivors)
+        alive = "; ".join(f"{pid}: {self.commands.get(pid, '?')}" for pid in self.survivors)
+        return f"still running {EXIT_DEADLINE} s later: {alive}"
 
 
 class Driver:
@@ -213,6 +220,7 @@ def _observe(tmp: Path, how: str) -> Outcome:
     try:
         driver.expect("READY", timeout=60)
         outcome.started = driver.tracked_processes()
+        outcome.note_commands(outcome.started)
         outcome.created_files = _shm_files() - before
 
         if how == "kill":
@@ -228,6 +236,7 @@ def _observe(tmp: Path, how: str) -> Outcome:
         deadline = time.monotonic() + EXIT_DEADLINE
         while True:
             tracked = {**outcome.started, **driver.tracked_processes()}
+            outcome.note_commands(tracked)
             outcome.survivors = _alive(tracked)
             outcome.leftover_files = _shm_files() - before
             if not outcome.survivors and not outcome.leftover_files:
@@ -241,7 +250,7 @@ def _observe(tmp: Path, how: str) -> Outcome:
     finally:
         driver.close()
         # Whatever outlived the deadline was started by this test: end it, by pid.
-        for pid in _alive(outcome.started):
+        for pid in _alive({**outcome.started, **outcome.survivors}):
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
