@@ -10,6 +10,7 @@ from .actor import ActorClass, ActorHandle, method
 from .api import (
     available_resources,
     cancel,
+    cancel_submitted,
     cluster_resources,
     get,
     get_actor,
@@ -35,6 +36,7 @@ __all__ = [
     "RemoteFunction",
     "available_resources",
     "cancel",
+    "cancel_submitted",
     "cluster_resources",
     "events",
     "exceptions",

@@ -218,6 +218,18 @@ def cancel(object_ref: ObjectRef, *, force: bool = False, recursive: bool = True
     runtime.current().cancel(object_ref.id, force)
 
 
+def cancel_submitted(submitter: str, *, force: bool = False) -> int:
+    """Cancel every unfinished task submitted under the tag ``submitter`` (see
+    `nbdist.events.set_submitter`), nested tasks included; returns how many were asked to stop.
+
+    This is what interrupting a notebook cell does to the work that cell started."""
+    client = runtime.current()
+    ids = client.unfinished_tasks(submitter)
+    for task_id in ids:
+        client.cancel_task(task_id, force)
+    return len(ids)
+
+
 def kill(actor: ActorHandle, *, no_restart: bool = True) -> None:
     """Kill an actor's process now; pending calls raise ActorDiedError."""
     if not isinstance(actor, ActorHandle):

@@ -194,6 +194,7 @@ class Output(Event):
     worker_pid: int
     stream: str  # "stdout" or "stderr"
     line: str
+    submitter: str | None = None  # the tag of the code that submitted the (root) task
     kind = "stdout"
 
 
@@ -281,6 +282,36 @@ class EventBus:
 
 
 _bus = EventBus()
+
+SubmitterFn = Callable[[], "str | None"]
+OutputHandler = Callable[[list[Output]], bool]
+_submitter: SubmitterFn | None = None
+_output_handler: OutputHandler | None = None
+
+
+def set_submitter(fn: SubmitterFn | None) -> None:
+    """Tag every task, put and wait with ``fn()`` (e.g. the notebook cell running now).
+
+    The tag appears as ``submitter`` on TaskSubmitted, WaitBegun and Output records; nested
+    tasks inherit their root task's tag. ``fn`` runs on the submitting thread: keep it cheap."""
+    global _submitter
+    _submitter = fn
+
+
+def current_submitter() -> str | None:
+    fn = _submitter
+    return fn() if fn is not None else None
+
+
+def set_output_handler(fn: OutputHandler | None) -> None:
+    """Hand remote stdout/stderr to ``fn(lines)`` (on the receiving thread, as it arrives);
+    when it returns True the driver does not also print the lines itself."""
+    global _output_handler
+    _output_handler = fn
+
+
+def output_handler() -> OutputHandler | None:
+    return _output_handler
 
 
 def bus() -> EventBus:

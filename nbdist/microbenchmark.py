@@ -20,8 +20,8 @@ being imported under the name ``ray``, with 2 logical CPUs):
                       every process of its cluster: MiB and process count.
 
 How: every (scenario, backend) pair runs in a fresh interpreter (``sys.executable -c``) that
-executes this file with `runpy` (not ``import nbdist.microbenchmark``, so a Ray run never loads
-nbdist), initialises the backend, runs the scenario, prints one JSON line and shuts down. Its
+loads this file under a private name (not as ``nbdist.microbenchmark``, so a Ray run never
+loads nbdist), initialises the backend, runs the scenario, prints one JSON line and shuts down. Its
 stdout and stderr go to temporary files, so a daemon that keeps them open cannot stall the
 parent. The child starts a new session; at a timeout the whole tree is killed, and processes
 still alive after a normal exit are reported (and killed) as left behind. The cluster of a
@@ -37,24 +37,24 @@ MiB over nbdist's. This module imports neither ray nor numpy: only the children 
 
 from __future__ import annotations
 
-import argparse
 import importlib
-import importlib.metadata
-import importlib.util
 import json
 import os
-import platform
 import re
 import signal
-import statistics
-import subprocess
 import sys
-import tempfile
 import time
 import traceback
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import argparse
+
+# The top-level imports are those the scenario children need, all of which both backends import
+# anyway: a child's start is part of the cold-start figure. The parent's tools (argparse,
+# subprocess, platform, ...) are imported where they are used.
 
 NUM_CPUS = 2
 LOOP_S = 2.0
@@ -69,10 +69,13 @@ DEFAULT_TIMEOUT_S = 180.0
 LEFTOVER_GRACE_S = 5.0
 
 _MARK = "@@nbdist-microbenchmark@@ "
+# Load this file as a module that is not importable by name (so remote functions defined here
+# travel by value), through the normal loader (so its bytecode cache is used).
 _CHILD_CODE = (
-    "import runpy, sys; "
-    "sys.exit(runpy.run_path(sys.argv[1], run_name='__nbdist_bench_child__')"
-    "['child_main'](sys.argv[2:]))"
+    "import importlib.util as u, sys; "
+    "s = u.spec_from_file_location('__nbdist_bench_child__', sys.argv[1]); "
+    "m = u.module_from_spec(s); sys.modules[s.name] = m; s.loader.exec_module(m); "
+    "del sys.modules[s.name]; sys.exit(m.child_main(sys.argv[2:]))"
 )
 _SESSION_RE = re.compile(
     r"session_\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d_\d+_\d+|nbdist-session-[A-Za-z0-9_]+")
@@ -292,6 +295,8 @@ def _scenario_actor_calls(ray: Any) -> dict[str, Any]:
 
 
 def _scenario_put_get(ray: Any) -> dict[str, Any]:
+    import statistics
+
     import numpy as np
 
     array = np.arange(PUT_BYTES // 8, dtype=np.float64)
@@ -362,6 +367,7 @@ def _emit(payload: dict[str, Any]) -> None:
 def child_main(argv: Sequence[str]) -> int:
     """Entry point of a scenario subprocess: ``BACKEND SCENARIO``; prints one marked line."""
     backend, scenario = argv[0], argv[1]
+    entered = time.time()
     ray: Any = None
     try:
         start = time.perf_counter()
@@ -371,7 +377,7 @@ def child_main(argv: Sequence[str]) -> int:
         phases = {"import_s": imported - start, "init_s": time.perf_counter() - imported}
         result = SCENARIOS[scenario](ray)
         result["session_tokens"] = sorted(_session_tokens(_cluster_pids(os.getpid())))
-        _emit({"ok": True, "result": {**phases, **result}})
+        _emit({"ok": True, "result": {"child_main_wall": entered, **phases, **result}})
     except BaseException as exc:
         _emit({"ok": False, "error": f"{type(exc).__name__}: {exc}",
                "traceback": traceback.format_exc()})
@@ -454,6 +460,9 @@ def _parse_child(run: Run, stdout: str, stderr: str, code: int | None) -> None:
 
 
 def _run_child(backend: str, scenario: str, timeout: float) -> Run:
+    import subprocess
+    import tempfile
+
     run = Run(backend, scenario)
     argv = [sys.executable, "-c", _CHILD_CODE, os.path.abspath(__file__), backend, scenario]
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
@@ -483,6 +492,8 @@ def _run_child(backend: str, scenario: str, timeout: float) -> Run:
             run.error = f"timed out after {timeout:.0f} s"
     if "first_result_wall" in run.result:
         run.result["cold_start_s"] = run.result["first_result_wall"] - spawned
+    if "child_main_wall" in run.result:
+        run.result["interpreter_start_s"] = run.result.pop("child_main_wall") - spawned
     left = _leftovers(proc.pid, run.result.get("session_tokens", []))
     run.leftover = [f"{pid} {_short_name(_cmdline(pid))}" for pid in left]
     _kill(left)
@@ -621,6 +632,8 @@ def format_table(rows: Sequence[dict[str, Any]], backends: Sequence[str]) -> str
 
 
 def _version(dist: str) -> str | None:
+    import importlib.metadata
+
     try:
         return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
@@ -628,6 +641,8 @@ def _version(dist: str) -> str | None:
 
 
 def machine_info() -> dict[str, Any]:
+    import platform
+
     meminfo = (_read("/proc/meminfo") or b"").decode()
     total_kib = next((int(ln.split()[1]) for ln in meminfo.splitlines()
                       if ln.startswith("MemTotal:")), 0)
@@ -655,6 +670,8 @@ def format_machine(info: dict[str, Any]) -> str:
 
 
 def _parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    import argparse
+
     parser = argparse.ArgumentParser(
         prog="nbdist microbenchmark",
         description="Measure nbdist's core API (optionally side by side with Ray 2.60).",
@@ -689,6 +706,8 @@ def _select(only: str | None) -> list[str] | str:
 
 
 def _backends(args: argparse.Namespace) -> list[str] | str:
+    import importlib.util
+
     if args.compare and args.backend == "ray":
         return "--compare ray runs nbdist and Ray side by side; drop --backend ray"
     backends = ["nbdist", "ray"] if args.compare else [args.backend]

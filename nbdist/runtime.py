@@ -142,9 +142,6 @@ def _rebuild_ref(oid: int) -> ObjectRef:
     return ObjectRef(oid, True)
 
 
-LogHandler = Callable[[str, str, int, str, str], bool]
-
-
 class CoreClient:
     def __init__(self, sock: Any, info: dict[str, Any], mode: str) -> None:
         self.mode = mode
@@ -178,8 +175,7 @@ class CoreClient:
         self.closed = False
         self.close_reason = ""
         self.on_other: Callable[[tuple], None] | None = None
-        self.log_handler: LogHandler | None = None
-        self.submitter_tag: Callable[[], str | None] | None = None
+        self._task_tags: dict[int, str] = {}
         self.publish = ev.publish if mode == P.KIND_DRIVER else _no_publish
         self.conn = transport.Connection(sock, self._on_messages, self._on_close,
                                          name=f"nbdist-{mode}-reader")
@@ -321,7 +317,9 @@ class CoreClient:
         self._tasks[task_id] = name
         refs = [ObjectRef(rid, False) for rid in ret_ids]
         if self.mode == P.KIND_DRIVER:
-            tag = self.submitter_tag() if self.submitter_tag is not None else None
+            tag = ev.current_submitter()
+            if tag is not None:
+                self._task_tags[task_id] = tag
             self.publish(ev.TaskSubmitted(
                 _T(), hex_id(task_id), name, tuple(hex_id(d) for d in deps),
                 tuple(hex_id(r) for r in ret_ids), None,
@@ -467,7 +465,11 @@ class CoreClient:
         return ready, rest
 
     def _tag(self) -> str | None:
-        return self.submitter_tag() if self.submitter_tag is not None else None
+        return ev.current_submitter()
+
+    def unfinished_tasks(self, tag: str) -> list[int]:
+        """Ids of this driver's unfinished tasks submitted under ``tag`` (nested included)."""
+        return [tid for tid, t in list(self._task_tags.items()) if t == tag]
 
     # ------------------------------------------------------------ control
     def control(self, op: str, args: Any = None, timeout: float = 30.0) -> Any:
@@ -488,6 +490,10 @@ class CoreClient:
 
     def cancel(self, oid: int, force: bool) -> None:
         self.send([(P.CANCEL, oid, force)])
+
+    def cancel_task(self, task_id: int, force: bool) -> None:
+        # The node finds a task from any of its return ids; every task has id + 1.
+        self.send([(P.CANCEL, task_id + 1, force)])
 
     def kill_actor(self, actor_id: int, no_restart: bool) -> None:
         self.send([(P.KILL_ACTOR, actor_id, no_restart)])
@@ -531,6 +537,7 @@ class CoreClient:
     def _done(self, msg: tuple) -> None:
         _, task_id, ok, locs, t0, t1, pid = msg
         name = self._tasks.pop(task_id, "?")
+        self._task_tags.pop(task_id, None)
         expected = self._expected
         for loc in locs:
             expected.discard(loc[0])
@@ -567,11 +574,19 @@ class CoreClient:
 
     def _log(self, msg: tuple) -> None:
         _, task_id, name, pid, stream, text = msg
-        for line in text.splitlines():
-            self.publish(ev.Output(_T(), hex_id(task_id), name, pid, stream, line))
-        handler = self.log_handler
-        if handler is not None and handler(hex_id(task_id), name, pid, stream, text):
-            return
+        now = _T()
+        tag = self._task_tags.get(task_id)
+        records = [ev.Output(now, hex_id(task_id), name, pid, stream, line, tag)
+                   for line in text.splitlines()]
+        for record in records:
+            self.publish(record)
+        handler = ev.output_handler()
+        if handler is not None:
+            try:
+                if handler(records):
+                    return
+            except Exception:
+                log.exception("nbdist output handler failed")
         if self.log_to_driver:
             out = sys.stderr if stream == "stderr" else sys.stdout
             prefix = f"({name} pid={pid}) "
@@ -589,14 +604,18 @@ class CoreClient:
         elif kind == "task_submitted":
             tid = f["task_id"]
             self._tasks.setdefault(tid, f["name"])
+            tag = self._task_tags.get(f["parent"])
+            if tag is not None:
+                self._task_tags[tid] = tag
             self.publish(ev.TaskSubmitted(
                 now, hex_id(tid), f["name"], tuple(hex_id(d) for d in f["deps"]),
                 tuple(hex_id(tid + 1 + i) for i in range(f["nret"])),
                 hex_id(f["parent"]) if f["parent"] else None,
-                hex_id(f["actor"]) if f["actor"] else None))
+                hex_id(f["actor"]) if f["actor"] else None, tag))
         elif kind == "task_finished":
             tid = f["task_id"]
             self._tasks.pop(tid, None)
+            self._task_tags.pop(tid, None)
             self.publish(ev.TaskFinished(now, hex_id(tid), f["name"], f["t1"] - f["t0"],
                                          self.node_id, f["pid"]))
             for oid, size in f["sizes"]:
@@ -605,6 +624,7 @@ class CoreClient:
         elif kind == "task_failed":
             tid = f["task_id"]
             self._tasks.pop(tid, None)
+            self._task_tags.pop(tid, None)
             etype, message = _error_summary(f["error"])
             self.publish(ev.TaskFailed(now, hex_id(tid), f["name"], etype, message,
                                        f["t1"] - f["t0"], f["pid"]))

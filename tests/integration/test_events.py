@@ -88,8 +88,10 @@ def test_dag_reports_submitted_and_finished_for_every_task(collector, wait_until
     assert nbdist.get(c) == 3
 
     wait_until(
-        lambda: len(collector.of("task_finished", name="ev_source")) >= 2
-        and collector.of("task_finished", name="ev_combine"),
+        lambda: (
+            len(collector.of("task_finished", name="ev_source")) >= 2
+            and collector.of("task_finished", name="ev_combine")
+        ),
         what="task_finished for both sources and the combine task",
     )
     sources = collector.of("task_submitted", name="ev_source")

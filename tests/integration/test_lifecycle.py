@@ -134,7 +134,7 @@ def _alive(tracked: dict[int, str]) -> dict[int, str]:
 
 def _command_line(pid: int) -> str:
     try:
-        return Path("/proc", str(pid), "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        return Path("/proc", str(pid), "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
     except OSError:
         return "?"
 
@@ -172,7 +172,9 @@ class Driver:
         )
         self.lines: queue.Queue[str] = queue.Queue()
         self.stderr: list[str] = []
-        threading.Thread(target=self._pump, args=(self.proc.stdout, self.lines), daemon=True).start()
+        threading.Thread(
+            target=self._pump, args=(self.proc.stdout, self.lines), daemon=True
+        ).start()
         threading.Thread(target=self._drain_stderr, daemon=True).start()
 
     @staticmethod

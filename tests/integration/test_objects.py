@@ -123,9 +123,7 @@ def test_deleted_task_result_frees_its_shared_memory(shm_files, wait_until) -> N
 
 
 @pytest.mark.nbdist_only
-def test_contained_ref_keeps_shared_memory_until_container_is_freed(
-    shm_files, wait_until
-) -> None:
+def test_contained_ref_keeps_shared_memory_until_container_is_freed(shm_files, wait_until) -> None:
     before = shm_files()
     inner = nbdist.put(np.full(BIG, 3.0))
     inner_files = wait_until(lambda: shm_files() - before, what="the inner object's file")

@@ -24,8 +24,11 @@ def describe(top, items, mapping, *, keyword=None):
             return ("ref", nbdist.get(value))
         return ("value", value)
 
-    return kind(top), [kind(v) for v in items], {k: kind(v) for k, v in mapping.items()}, kind(
-        keyword
+    return (
+        kind(top),
+        [kind(v) for v in items],
+        {k: kind(v) for k, v in mapping.items()},
+        kind(keyword),
     )
 
 
@@ -124,9 +127,7 @@ def test_cluster_and_available_resources(tmp_path: Path, wait_until) -> None:
     total = nbdist.cluster_resources()
     assert total["CPU"] == 4
     assert total["GPU"] == 1
-    wait_until(
-        lambda: nbdist.available_resources().get("CPU") == 4, what="all 4 CPUs to be free"
-    )
+    wait_until(lambda: nbdist.available_resources().get("CPU") == 4, what="all 4 CPUs to be free")
 
     started = tmp_path / "started"
     gate = tmp_path / "gate"
@@ -141,9 +142,7 @@ def test_cluster_and_available_resources(tmp_path: Path, wait_until) -> None:
     finally:
         gate.touch()
     assert nbdist.get(held) == "released"
-    wait_until(
-        lambda: nbdist.available_resources().get("CPU") == 4, what="the 3 CPUs to come back"
-    )
+    wait_until(lambda: nbdist.available_resources().get("CPU") == 4, what="the 3 CPUs to come back")
 
 
 @pytest.mark.usefixtures("cluster")

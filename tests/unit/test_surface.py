@@ -10,7 +10,7 @@ from nbdist import exceptions
 
 EXPECTED = {
     "ActorClass", "ActorHandle", "ObjectRef", "RemoteFunction", "available_resources",
-    "cancel", "cluster_resources", "events", "exceptions", "get", "get_actor",
+    "cancel", "cancel_submitted", "cluster_resources", "events", "exceptions", "get", "get_actor",
     "get_runtime_context", "init", "is_initialized", "kill", "method", "nodes", "put",
     "remote", "shutdown", "wait",
 }
