@@ -20,23 +20,26 @@ being imported under the name ``ray``, with 2 logical CPUs):
                       every process of its cluster: MiB and process count.
 
 How: every (scenario, backend) pair runs in a fresh interpreter (``sys.executable -c``) that
-loads this file under a private name (not as ``nbdist.microbenchmark``, so a Ray run never
-loads nbdist), initialises the backend, runs the scenario, prints one JSON line and shuts down. Its
+loads this file under a private name (not as ``nbdist.microbenchmark``: a Ray run never loads
+nbdist), initialises the backend, runs the scenario, prints one JSON line and shuts down. Its
 stdout and stderr go to temporary files, so a daemon that keeps them open cannot stall the
 parent. The child starts a new session; at a timeout the whole tree is killed, and processes
 still alive after a normal exit are reported (and killed) as left behind. The cluster of a
-driver is its descendants, the members of its session, and any process whose command line names
-the session directory of one of them (Ray's ``session_...``, nbdist's ``nbdist-session-...``):
-checked against a live Ray 2.60, where all of them turn out to be descendants.
+driver is its descendants, the members of its session, and any process whose command line
+names the session directory of one of them (Ray's ``session_...``, nbdist's
+``nbdist-session-...``): checked against a live Ray 2.60, where all of them are descendants.
 
 With ``--compare ray`` the backends alternate scenario by scenario, so a drift in machine load
 hits both. ``--repeat N`` runs each pair N times and reports the median run. The ratio column
 is nbdist's advantage (>1: nbdist is better): speed over speed, time over time inverted, Ray's
-MiB over nbdist's. This module imports neither ray nor numpy: only the children do.
+MiB over nbdist's. ``--json FILE`` keeps every run: its figures, the child's phases
+(``interpreter_start_s``, ``import_s``, ``init_s``), errors with their tracebacks, the
+processes of the footprint. This module imports neither ray nor numpy: only the children do.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -46,7 +49,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -90,7 +93,6 @@ class ProcInfo:
     pid: int
     ppid: int
     session: int
-    state: str
 
 
 def _read(path: str) -> bytes | None:
@@ -111,9 +113,8 @@ def _proc_table() -> dict[int, ProcInfo]:
         if data is None:
             continue
         fields = data.rsplit(b")", 1)[1].split()
-        state = fields[0].decode()
-        if state != "Z":
-            table[int(name)] = ProcInfo(int(name), int(fields[1]), int(fields[3]), state)
+        if fields[0] != b"Z":
+            table[int(name)] = ProcInfo(int(name), int(fields[1]), int(fields[3]))
     return table
 
 
@@ -140,16 +141,21 @@ def _session_tokens(pids: Iterable[int]) -> set[str]:
     return {m for pid in pids for m in _SESSION_RE.findall(_cmdline(pid))}
 
 
+def _related(root: int, tokens: Iterable[str] = ()) -> set[int]:
+    """Live processes started by ``root``: its descendants, the members of its session (if it
+    leads one), and those whose command line names a session directory found in theirs (or one
+    of ``tokens``, for a root that is gone)."""
+    table = _proc_table()
+    pids = _descendants(root, table) | {p for p, info in table.items() if info.session == root}
+    found = set(tokens) | _session_tokens(pids | {root})
+    if found:
+        pids |= {p for p in table if any(t in _cmdline(p) for t in found)}
+    return pids - {root}
+
+
 def _cluster_pids(driver: int) -> set[int]:
     """The driver and every process of its cluster (see the module docstring)."""
-    table = _proc_table()
-    pids = {driver} | _descendants(driver, table)
-    if table.get(driver) and table[driver].session == driver:
-        pids |= {p for p, info in table.items() if info.session == driver}
-    tokens = _session_tokens(pids)
-    if tokens:
-        pids |= {p for p in table if any(t in _cmdline(p) for t in tokens)}
-    return {p for p in pids if p in table}
+    return {driver} | _related(driver)
 
 
 def _uss_kib(pid: int) -> int | None:
@@ -182,16 +188,13 @@ def _short_name(cmdline: str) -> str:
 
 def _kill(pids: Iterable[int]) -> None:
     for pid in pids:
-        try:
+        with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
 
 
 # --------------------------------------------------------------------------- child side
-# Everything in this section runs inside a scenario subprocess, with ``ray`` bound to the
-# backend module (nbdist or Ray). The remote functions live at module level and are shipped
-# by value, since the child's module is not importable by name in the workers.
+# Runs inside a scenario subprocess, ``ray`` being the backend module. The remote functions are
+# shipped by value: the child's module is not importable by name in the workers.
 
 
 def _noop() -> None:
@@ -405,9 +408,6 @@ class Run:
     wall_s: float = 0.0
     leftover: list[str] = field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
 
 def _child_env() -> dict[str, str]:
     """The parent's environment, with the parent's own import path (the checkout) on it."""
@@ -427,28 +427,23 @@ def _leftovers(child_pid: int, tokens: Sequence[str]) -> list[int]:
     """Processes of a finished child's cluster still alive after a grace period."""
     deadline = time.monotonic() + LEFTOVER_GRACE_S
     while True:
-        table = _proc_table()
-        alive = [p for p, info in table.items() if info.session == child_pid
-                 or (tokens and any(t in _cmdline(p) for t in tokens))]
+        alive = sorted(_related(child_pid, tokens))
         if not alive or time.monotonic() >= deadline:
             return alive
         time.sleep(0.1)
 
 
 def _kill_tree(child_pid: int) -> None:
-    table = _proc_table()
-    tree = _descendants(child_pid, table) | {child_pid}
-    tree |= {p for p, info in table.items() if info.session == child_pid}
-    tokens = _session_tokens(tree)
-    if tokens:
-        tree |= {p for p in table if any(t in _cmdline(p) for t in tokens)}
-    _kill(tree)
+    _kill(_related(child_pid) | {child_pid})
 
 
 def _parse_child(run: Run, stdout: str, stderr: str, code: int | None) -> None:
     lines = [ln for ln in stdout.splitlines() if ln.startswith(_MARK)]
-    if lines:
-        payload = json.loads(lines[-1][len(_MARK):])
+    try:
+        payload = json.loads(lines[-1][len(_MARK):]) if lines else {}
+    except ValueError:
+        payload = {"ok": False, "error": f"unreadable result line: {lines[-1][:200]!r}"}
+    if payload:
         run.ok = bool(payload["ok"])
         run.result = payload.get("result", {})
         run.error = payload.get("error", "")
@@ -623,9 +618,9 @@ def format_table(rows: Sequence[dict[str, Any]], backends: Sequence[str]) -> str
         met = {True: "met", False: "NOT met", None: "n/a"}[row["met"]]
         lines.append([*cells, row["target"], met])
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
-    out = ["| " + " | ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)) + " |" for line in lines]
-    out.insert(1, "| " + " | ".join("-" * w for w in widths) + " |")
-    return "\n".join(out)
+    lines.insert(1, ["-" * w for w in widths])
+    return "\n".join("| " + " | ".join(c.ljust(w) for c, w in zip(line, widths, strict=True))
+                     + " |" for line in lines)
 
 
 # --------------------------------------------------------------------------- machine and CLI
@@ -751,12 +746,8 @@ def run_all(scenarios: Sequence[str], backends: Sequence[str], repeat: int,
 
 
 def _report_errors(runs: dict[str, dict[str, list[Run]]]) -> str:
-    lines = []
-    for backend, by_scenario in runs.items():
-        for scenario, scenario_runs in by_scenario.items():
-            for run in scenario_runs:
-                if not run.ok:
-                    lines.append(f"- {backend} {scenario}: {run.error}")
+    lines = [f"- {r.backend} {r.scenario}: {r.error}" for by_scenario in runs.values()
+             for rs in by_scenario.values() for r in rs if not r.ok]
     return ("errors:\n" + "\n".join(lines)) if lines else ""
 
 
@@ -765,7 +756,7 @@ def _write_json(path: str, info: dict[str, Any], argv: Sequence[str],
     payload = {
         "machine": info,
         "argv": list(argv),
-        "runs": {b: {s: [r.to_json() for r in rs] for s, rs in by.items()}
+        "runs": {b: {s: [asdict(r) for r in rs] for s, rs in by.items()}
                  for b, by in runs.items()},
         "rows": rows,
     }
@@ -787,7 +778,11 @@ def main(argv: list[str]) -> int:
     info = machine_info()
     print(format_machine(info), file=sys.stderr, flush=True)
     started = time.monotonic()
-    runs = run_all(scenarios, backends, args.repeat, args.timeout)
+    try:
+        runs = run_all(scenarios, backends, args.repeat, args.timeout)
+    except KeyboardInterrupt:
+        print("nbdist microbenchmark: interrupted", file=sys.stderr)
+        return 130
     metrics = [m for m in METRICS if m.scenario in scenarios]
     rows = build_rows(metrics, runs, backends)
     print(format_machine(info))

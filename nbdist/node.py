@@ -130,6 +130,12 @@ class NodeDaemon:
         except ProcessLookupError:
             pass
 
+    def interrupt_worker(self, worker: Worker) -> None:
+        try:
+            os.kill(worker.pid, signal.SIGINT)
+        except ProcessLookupError:
+            pass
+
     def unlink(self, oid: int) -> None:
         unlink_file(os.path.join(self.shm_dir, P.shm_name(self.node_pid, oid)))
 

@@ -182,9 +182,40 @@ class CoreClient:
         self._flusher = threading.Thread(target=self._flush_loop, name="nbdist-flush",
                                          daemon=True)
 
-    def start(self) -> None:
-        self.conn.start()
+    def start(self, reader_thread: bool = True) -> None:
+        """Start receiving. Without a reader thread (workers), threads that need messages
+        read them themselves, one at a time (`pump`)."""
+        self.self_read = not reader_thread
+        if reader_thread:
+            self.conn.start()
         self._flusher.start()
+
+    self_read = False
+
+    def pump(self, timeout: float | None) -> bool:
+        """Read and apply incoming messages on this thread if no other thread is reading;
+        returns False if the connection is closed."""
+        conn = self.conn
+        if not conn.read_lock.acquire(timeout=-1 if timeout is None else timeout):
+            return not conn.closed
+        try:
+            return conn.pump(timeout)
+        finally:
+            conn.read_lock.release()
+
+    def _wait_event(self, event: threading.Event, timeout: float | None) -> bool:
+        if not self.self_read:
+            return event.wait(timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not event.is_set():
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return False
+            # Short slices: another thread may be reading for both of us meanwhile.
+            step = 0.05 if left is None else min(left, 0.05)
+            if not self.pump(step):
+                return event.is_set()
+        return True
 
     # ------------------------------------------------------------ sending
     def send(self, msgs: list[Any]) -> None:
@@ -394,7 +425,7 @@ class CoreClient:
         if blocked:
             self.send([(P.BLOCKED, self.ctx.task_id)])
         try:
-            ok = waiter.event.wait(timeout)
+            ok = self._wait_event(waiter.event, timeout)
         finally:
             if blocked:
                 self.send([(P.UNBLOCKED, self.ctx.task_id)])
@@ -477,7 +508,7 @@ class CoreClient:
         slot: list[Any] = [threading.Event(), None, None]
         self._control[req_id] = slot
         self.send([(P.CONTROL, req_id, op, args)])
-        if not slot[0].wait(timeout):
+        if not self._wait_event(slot[0], timeout):
             self._control.pop(req_id, None)
             raise ClusterError(f"The cluster did not answer {op!r} within {timeout} s.")
         ok, result = slot[1], slot[2]

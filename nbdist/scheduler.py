@@ -155,6 +155,7 @@ class NodeIO(Protocol):
     def spawn_worker(self) -> Worker | None: ...
     def kill_worker(self, worker: Worker, graceful: bool = False) -> None: ...
     def unlink(self, oid: int) -> None: ...
+    def interrupt_worker(self, worker: Worker) -> None: ...
     def to_head(self, op: str, args: Any) -> None: ...
     def resources_changed(self) -> None: ...
 
@@ -674,8 +675,9 @@ class NodeState:
             return
         if force:
             self.io.kill_worker(worker)
-        elif worker.client is not None:
-            self.io.send(worker.client, (P.INTERRUPT, task_id))
+        else:
+            # The worker's main thread runs the task and is not reading messages: signal it.
+            self.io.interrupt_worker(worker)
 
     # ---------------------------------------------------------------- workers
     def worker_started(self, worker: Worker) -> None:

@@ -32,6 +32,7 @@ import hmac
 import logging
 import os
 import pickle
+import select
 import selectors
 import socket
 import struct
@@ -181,6 +182,7 @@ class Connection:
         self._on_close = on_close
         self._send_lock = threading.Lock()
         self._reader = FrameReader(max_frame)
+        self.read_lock = threading.Lock()
         self.closed = False
         self._thread = threading.Thread(target=self._read_loop, name=name, daemon=True)
 
@@ -203,6 +205,31 @@ class Connection:
             frames = self._reader.feed(data)
             if frames:
                 return frames
+
+    def pump(self, timeout: float | None) -> bool:
+        """Read and deliver what arrives within ``timeout`` (None: until something does), on
+        the calling thread; only for connections whose reader thread is not started, by one
+        thread at a time (``read_lock``). Returns False once the connection is closed."""
+        if self.closed:
+            return False
+        ready, _, _ = select.select([self.sock], [], [], timeout)
+        if not ready:
+            return True
+        try:
+            data = self.sock.recv(1 << 20)
+        except OSError as exc:
+            data = b""
+            error: BaseException | None = exc
+        else:
+            error = None
+        if not data:
+            if not self.closed:
+                self.closed = True
+                self._on_close(error)
+            return False
+        for msgs in self._reader.feed(data):
+            self._on_messages(msgs)
+        return True
 
     def _read_loop(self) -> None:
         error: BaseException | None = None

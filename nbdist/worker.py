@@ -17,9 +17,9 @@ the node, tagged with the task that printed it.
 from __future__ import annotations
 
 import asyncio
+import collections
 import inspect
 import os
-import queue
 import signal
 import socket
 import sys
@@ -78,7 +78,8 @@ class TaskStream:
 class Worker:
     def __init__(self, client: runtime.CoreClient) -> None:
         self.client = client
-        self.inbox: queue.SimpleQueue[tuple | None] = queue.SimpleQueue()
+        # Calls to run on the main thread, in arrival order; None means exit.
+        self.inbox: collections.deque[tuple | None] = collections.deque()
         self.fn_bytes: dict[int, bytes] = {}
         self.fns: dict[int, Any] = {}
         self.instance: Any = None
@@ -98,15 +99,22 @@ class Worker:
             if self.actor_id and spec[P.S_METHOD] != P.ACTOR_INIT and (self.pool or self.loop):
                 self.run_concurrent(msg)
             else:
-                self.inbox.put(msg)
+                self.inbox.append(msg)
         elif op == P.FN:
             self.fn_bytes[msg[1]] = msg[2]
         elif op == P.INTERRUPT:
-            if self.running_main == msg[1]:
+            if self.running_main == msg[1] and threading.current_thread() is not \
+                    threading.main_thread():
                 # A real signal, so a task sleeping or blocked in a system call wakes up.
                 signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
         elif op == P.EXIT:
-            self.inbox.put(None)
+            self.inbox.append(None)
+
+    def on_sigint(self, signum: int, frame: Any) -> None:
+        # The node signals a worker to cancel the task it runs; one that arrives after the
+        # task ended has nothing to stop.
+        if self.running_main:
+            raise KeyboardInterrupt
 
     def send_output(self, stream: str, text: str) -> None:
         task_id = self.client.ctx.task_id
@@ -117,8 +125,15 @@ class Worker:
 
     # -------------------------------------------------------------- main loop
     def serve(self) -> None:
+        """The main thread reads the connection itself while idle, so a task starts with no
+        thread hand-off; while it runs user code, threads that need messages read them."""
+        inbox = self.inbox
+        client = self.client
         while True:
-            msg = self.inbox.get()
+            while not inbox:
+                if not client.pump(None):
+                    return
+            msg = inbox.popleft()
             if msg is None:
                 return
             if (self.pool or self.loop) and msg[1][P.S_METHOD] != P.ACTOR_INIT:
@@ -313,5 +328,6 @@ def main(sock: socket.socket, secret: bytes, node_info: dict[str, Any]) -> None:
     worker = Worker(client)
     sys.stdout = TaskStream(worker, "stdout")
     sys.stderr = TaskStream(worker, "stderr")
-    client.start()
+    signal.signal(signal.SIGINT, worker.on_sigint)
+    client.start(reader_thread=False)
     worker.serve()

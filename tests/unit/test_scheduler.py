@@ -20,6 +20,7 @@ class RecordingIO:
     def __init__(self) -> None:
         self.sent: list[tuple[Client, tuple]] = []
         self.killed: list[int] = []
+        self.interrupted: list[int] = []
         self.unlinked: list[int] = []
         self.head: list[tuple[str, Any]] = []
         self.next_pid = 1000
@@ -42,6 +43,9 @@ class RecordingIO:
 
     def unlink(self, oid: int) -> None:
         self.unlinked.append(oid)
+
+    def interrupt_worker(self, worker: Worker) -> None:
+        self.interrupted.append(worker.pid)
 
     def to_head(self, op: str, args: Any) -> None:
         self.head.append((op, args))
