@@ -204,8 +204,17 @@ class CoreClient:
             conn.read_lock.release()
 
     def _wait_event(self, event: threading.Event, timeout: float | None) -> bool:
-        if not self.self_read:
-            return event.wait(timeout)
+        if event.is_set():
+            return True
+        if self.self_read:
+            return self._pump_until(event, timeout)
+        self.conn.lend()
+        try:
+            return self._pump_until(event, timeout)
+        finally:
+            self.conn.give_back()
+
+    def _pump_until(self, event: threading.Event, timeout: float | None) -> bool:
         deadline = None if timeout is None else time.monotonic() + timeout
         while not event.is_set():
             left = None if deadline is None else deadline - time.monotonic()

@@ -183,6 +183,11 @@ class Connection:
         self._send_lock = threading.Lock()
         self._reader = FrameReader(max_frame)
         self.read_lock = threading.Lock()
+        self._borrowers = 0
+        self._borrow_lock = threading.Lock()
+        self._resume = threading.Event()
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
         self.closed = False
         self._thread = threading.Thread(target=self._read_loop, name=name, daemon=True)
 
@@ -232,25 +237,54 @@ class Connection:
         return True
 
     def _read_loop(self) -> None:
+        """The reader thread: reads while no other thread asked to (see `lend`)."""
         error: BaseException | None = None
+        wake = self._wake_r
         try:
-            while True:
-                data = self.sock.recv(1 << 20)
-                if not data:
-                    break
-                for msgs in self._reader.feed(data):
-                    self._on_messages(msgs)
+            while not self.closed:
+                with self.read_lock:
+                    while not self._borrowers and not self.closed:
+                        ready, _, _ = select.select([self.sock, wake], [], [])
+                        if wake in ready:
+                            os.read(wake, 4096)
+                            continue
+                        data = self.sock.recv(1 << 20)
+                        if not data:
+                            raise EOFError
+                        for msgs in self._reader.feed(data):
+                            self._on_messages(msgs)
+                self._resume.wait()
+                self._resume.clear()
+        except EOFError:
+            pass
         except OSError as exc:
             if not self.closed:
                 error = exc
         except BaseException as exc:  # keep the process informed rather than dying silently
             log.exception("nbdist connection reader failed")
             error = exc
-        self.closed = True
-        self._on_close(error)
+        if not self.closed:
+            self.closed = True
+            self._on_close(error)
+
+    def lend(self) -> None:
+        """Ask the reader thread to stop reading, so the calling thread can `pump` itself
+        (a thread waiting for a reply then wakes with it, without a thread hand-off)."""
+        with self._borrow_lock:
+            self._borrowers += 1
+        os.write(self._wake_w, b"x")
+
+    def give_back(self) -> None:
+        with self._borrow_lock:
+            self._borrowers -= 1
+            if self._borrowers == 0:
+                self._resume.set()
 
     def close(self) -> None:
         self.closed = True
+        self._resume.set()
+        with contextlib.suppress(OSError):
+            os.write(self._wake_w, b"x")
         with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_RDWR)
         with contextlib.suppress(OSError):
