@@ -47,6 +47,7 @@ MAGIC = b"NBD1"
 NONCE = 32
 _LEN = struct.Struct("!I")
 DEFAULT_MAX_FRAME = 256 << 20
+RECV_BYTES = 1 << 20
 
 
 class TransportError(ConnectionError):
@@ -182,6 +183,7 @@ class Connection:
         self._on_close = on_close
         self._send_lock = threading.Lock()
         self._reader = FrameReader(max_frame)
+        self._rbuf = bytearray(RECV_BYTES)
         self.read_lock = threading.Lock()
         self._borrowers = 0
         self._borrow_lock = threading.Lock()
@@ -204,12 +206,17 @@ class Connection:
     def recv_blocking(self) -> list[list[Any]]:
         """Read frames on the calling thread (only before `start`)."""
         while True:
-            data = self.sock.recv(1 << 20)
+            data = self._recv()
             if not data:
                 raise TransportError("connection closed")
             frames = self._reader.feed(data)
             if frames:
                 return frames
+
+    def _recv(self) -> memoryview:
+        # Into a reused buffer: a fresh large bytes object per read costs an mmap/munmap.
+        n = self.sock.recv_into(self._rbuf)
+        return memoryview(self._rbuf)[:n]
 
     def pump(self, timeout: float | None) -> bool:
         """Read and deliver what arrives within ``timeout`` (None: until something does), on
@@ -221,7 +228,7 @@ class Connection:
         if not ready:
             return True
         try:
-            data = self.sock.recv(1 << 20)
+            data = self._recv()
         except OSError as exc:
             data = b""
             error: BaseException | None = exc
@@ -248,7 +255,7 @@ class Connection:
                         if wake in ready:
                             os.read(wake, 4096)
                             continue
-                        data = self.sock.recv(1 << 20)
+                        data = self._recv()
                         if not data:
                             raise EOFError
                         for msgs in self._reader.feed(data):
@@ -296,7 +303,7 @@ class Peer:
 
     __slots__ = (
         "sock", "fd", "reader", "outbox", "wbuf", "authed", "nonce", "hbuf", "deadline",
-        "closed", "info", "id", "__weakref__",
+        "closed", "info", "id", "want_write", "__weakref__",
     )
 
     def __init__(self, sock: socket.socket, max_frame: int, pid: int) -> None:
@@ -312,6 +319,7 @@ class Peer:
         self.closed = False
         self.info: Any = None
         self.id = pid
+        self.want_write = False
 
     def send(self, msg: Any) -> None:
         self.outbox.append(msg)
@@ -339,6 +347,8 @@ class Server:
         self.timers: list[tuple[float, int, Callable[[], None]]] = []
         self._timer_seq = 0
         self.dirty: set[Peer] = set()
+        self._rbuf = bytearray(RECV_BYTES)
+        self._rview = memoryview(self._rbuf)
         self.running = True
         self._next_peer_id = 1
         self.on_iteration: Callable[[], None] | None = None
@@ -400,13 +410,19 @@ class Server:
                 n = peer.sock.send(peer.wbuf)
                 del peer.wbuf[:n]
         except BlockingIOError:
-            self.sel.modify(peer.sock, selectors.EVENT_READ | selectors.EVENT_WRITE, ("peer", peer))
+            if not peer.want_write:
+                peer.want_write = True
+                self.sel.modify(peer.sock, selectors.EVENT_READ | selectors.EVENT_WRITE,
+                                ("peer", peer))
             return
         except OSError:
             self.drop(peer, "write failed")
             return
-        with contextlib.suppress(KeyError, ValueError):
-            self.sel.modify(peer.sock, selectors.EVENT_READ, ("peer", peer))
+        if peer.want_write:
+            # Drained: stop asking for writability (only then: it is a system call).
+            peer.want_write = False
+            with contextlib.suppress(KeyError, ValueError):
+                self.sel.modify(peer.sock, selectors.EVENT_READ, ("peer", peer))
 
     # -- the loop --
     def run(self) -> None:
@@ -465,7 +481,8 @@ class Server:
 
     def _read(self, peer: Peer) -> None:
         try:
-            data = peer.sock.recv(1 << 20)
+            n = peer.sock.recv_into(self._rbuf)
+            data = self._rview[:n]
         except (BlockingIOError, InterruptedError):
             return
         except OSError:
