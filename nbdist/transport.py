@@ -48,6 +48,7 @@ NONCE = 32
 _LEN = struct.Struct("!I")
 DEFAULT_MAX_FRAME = 256 << 20
 RECV_BYTES = 1 << 20
+QUIET_S = 0.002
 
 
 class TransportError(ConnectionError):
@@ -186,6 +187,7 @@ class Connection:
         self._rbuf = bytearray(RECV_BYTES)
         self.read_lock = threading.Lock()
         self._borrowers = 0
+        self._reading = False
         self._borrow_lock = threading.Lock()
         self._resume = threading.Event()
         self._wake_r, self._wake_w = os.pipe()
@@ -250,6 +252,7 @@ class Connection:
         try:
             while not self.closed:
                 with self.read_lock:
+                    self._reading = True
                     while not self._borrowers and not self.closed:
                         ready, _, _ = select.select([self.sock, wake], [], [])
                         if wake in ready:
@@ -260,8 +263,8 @@ class Connection:
                             raise EOFError
                         for msgs in self._reader.feed(data):
                             self._on_messages(msgs)
-                self._resume.wait()
-                self._resume.clear()
+                    self._reading = False
+                self._await_quiet()
         except EOFError:
             pass
         except OSError as exc:
@@ -274,12 +277,24 @@ class Connection:
             self.closed = True
             self._on_close(error)
 
+    def _await_quiet(self) -> None:
+        # Resume only after borrowers have been gone for a moment: in a loop of get() calls
+        # the reader then stays out of the way instead of waking twice per call.
+        while not self.closed:
+            self._resume.wait()
+            self._resume.clear()
+            time.sleep(QUIET_S)
+            if not self._borrowers:
+                return
+
     def lend(self) -> None:
         """Ask the reader thread to stop reading, so the calling thread can `pump` itself
         (a thread waiting for a reply then wakes with it, without a thread hand-off)."""
         with self._borrow_lock:
             self._borrowers += 1
-        os.write(self._wake_w, b"x")
+        if self._reading:
+            with contextlib.suppress(BlockingIOError):
+                os.write(self._wake_w, b"x")
 
     def give_back(self) -> None:
         with self._borrow_lock:
