@@ -143,7 +143,7 @@ class FrameReader:
         self.buf = bytearray()
         self.limit = limit
 
-    def feed(self, data: bytes) -> list[list[Any]]:
+    def feed(self, data: bytes | memoryview) -> list[list[Any]]:
         self.buf += data
         out = []
         buf = self.buf
@@ -229,6 +229,7 @@ class Connection:
         ready, _, _ = select.select([self.sock], [], [], timeout)
         if not ready:
             return True
+        data: bytes | memoryview
         try:
             data = self._recv()
         except OSError as exc:
@@ -254,7 +255,8 @@ class Connection:
                 with self.read_lock:
                     self._reading = True
                     while not self._borrowers and not self.closed:
-                        ready, _, _ = select.select([self.sock, wake], [], [])
+                        watch: list[Any] = [self.sock, wake]
+                        ready, _, _ = select.select(watch, [], [])
                         if wake in ready:
                             os.read(wake, 4096)
                             continue
@@ -495,6 +497,7 @@ class Server:
         self.call_later(self.handshake_timeout, expire)
 
     def _read(self, peer: Peer) -> None:
+        data: bytes | memoryview
         try:
             n = peer.sock.recv_into(self._rbuf)
             data = self._rview[:n]
@@ -519,7 +522,7 @@ class Server:
                 return
             self.on_messages(peer, msgs)
 
-    def _handshake_data(self, peer: Peer, data: bytes) -> bytes:
+    def _handshake_data(self, peer: Peer, data: bytes | memoryview) -> bytes:
         peer.hbuf += data
         if len(peer.hbuf) < NONCE + 32:
             return b""
