@@ -5,7 +5,9 @@ session-wide manager keeps a single running cluster and starts a new one only wh
 for a different configuration (``cluster``, ``small_cluster``) or for a cluster of its own
 (``fresh_cluster``: fault tests kill processes on purpose). ``no_cluster`` stops whatever runs,
 for tests that start and stop runtimes themselves. pytest runs a module's tests in file order,
-so grouping tests by fixture keeps restarts rare.
+so grouping tests by fixture keeps restarts rare. A test that fails (or times out) may leave
+stuck tasks or dead workers behind, so its cluster is stopped and the next test starts clean:
+one failure shows up as one failure, not as a cascade.
 
 Remote functions and classes defined in test modules are pickled by value: the test modules
 are imported by pytest from a path worker processes need not have. Importing user modules by
@@ -57,18 +59,40 @@ def cluster_manager() -> Iterator[ClusterManager]:
     manager.stop()
 
 
+_TEST_FAILED = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    if report.when == "call" and report.failed:
+        item.stash[_TEST_FAILED] = True
+    return report
+
+
+def _shared(
+    request: pytest.FixtureRequest, manager: ClusterManager, config: dict[str, Any]
+) -> Iterator[dict[str, Any]]:
+    manager.use(config)
+    yield config
+    if request.node.stash.get(_TEST_FAILED, False):
+        manager.stop()
+
+
 @pytest.fixture
-def cluster(cluster_manager: ClusterManager) -> dict[str, Any]:
+def cluster(
+    request: pytest.FixtureRequest, cluster_manager: ClusterManager
+) -> Iterator[dict[str, Any]]:
     """The shared cluster: 4 logical CPUs and 1 logical GPU."""
-    cluster_manager.use(SHARED_CONFIG)
-    return SHARED_CONFIG
+    yield from _shared(request, cluster_manager, SHARED_CONFIG)
 
 
 @pytest.fixture
-def small_cluster(cluster_manager: ClusterManager) -> dict[str, Any]:
+def small_cluster(
+    request: pytest.FixtureRequest, cluster_manager: ClusterManager
+) -> Iterator[dict[str, Any]]:
     """2 CPUs and one unit of a custom resource "special"; no GPUs."""
-    cluster_manager.use(SMALL_CONFIG)
-    return SMALL_CONFIG
+    yield from _shared(request, cluster_manager, SMALL_CONFIG)
 
 
 @pytest.fixture

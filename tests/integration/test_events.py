@@ -120,10 +120,26 @@ def test_failed_task_reports_task_failed(collector, wait_until) -> None:
 @pytest.mark.nbdist_only
 def test_put_and_wait_report_object_and_wait_events(collector, wait_until) -> None:
     ref = nbdist.put(list(range(1000)))
-    nbdist.wait([ref, ev_waited.remote(5)], num_returns=2)
-    wait_until(lambda: collector.of("object_created"), what="an object_created event")
-    wait_until(lambda: collector.of("wait_begun"), what="a wait_begun event")
-    wait_until(lambda: collector.of("wait_done"), what="a wait_done event")
+    other = ev_waited.remote(5)
+    nbdist.wait([ref, other], num_returns=2)
+    ids = {_as_int(ref.hex()), _as_int(other.hex())}
+
+    wait_until(
+        lambda: [e for e in collector.of("object_created") if _as_int(e.object_id) in ids],
+        what="an object_created event for the put",
+    )
+    (begun,) = wait_until(
+        lambda: [
+            e
+            for e in collector.of("wait_begun")
+            if {_as_int(o) for o in e.object_ids} == ids and e.num_returns == 2
+        ],
+        what="a wait_begun event naming both refs",
+    )
+    (done,) = wait_until(
+        lambda: collector.of("wait_done", wait_id=begun.wait_id), what="the matching wait_done"
+    )
+    assert done.ready == 2 and not done.timed_out
 
 
 @pytest.mark.nbdist_only
