@@ -1,0 +1,216 @@
+"""The kernel side of the panel's comm: target "nbdist", a snapshot on open, then deltas.
+
+    nbdist.events ──batches──▶ Hub.on_events ──▶ Model (model.py)
+    sender thread, every INTERVAL_S ──▶ Model.take_delta() ──comm_msg──▶ every open comm
+    frontend: comm_open {"schema": N} ──▶ snapshot (or an error if N differs)
+              {"type": "request_snapshot"} ──▶ snapshot
+
+Threads: the comm callbacks (open, message, close) run on the kernel's shell thread; records
+arrive on nbdist's event dispatcher thread; deltas leave from our sender thread (ipykernel's
+iopub socket may be written from any thread). ``_model_lock`` guards the model;
+``_send_lock`` guards the list of comms and orders messages, so a comm never receives a delta
+taken before the snapshot it was just sent (a later delta only repeats changes, which is
+harmless: deltas carry full records).
+
+The engine does not publish NodeUp yet, so the sender thread asks ``nbdist.nodes()`` (once per
+node) about nodes the model learnt from task records, for their address and resources.
+
+One subscription and one sender thread serve all open comms; both start with the first comm
+and stop with the last. On subscribing, the hub replays ``events.recent()`` so a panel opened
+late still sees the work submitted before it; records delivered twice around that moment are
+recognised by identity and skipped.
+
+The message schema (``model.SCHEMA_VERSION``) is documented in ``docs/comm-protocol.md``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import nbdist
+from nbdist import events
+
+from .model import SCHEMA_VERSION, Json, Model
+
+__all__ = ["SCHEMA_VERSION", "TARGET", "register", "unregister"]
+
+log = logging.getLogger(__name__)
+
+TARGET = "nbdist"
+INTERVAL_S = 0.1  # at most ~10 deltas a second: the panel cannot show more
+
+
+def error_message(message: str) -> Json:
+    return {"schema": SCHEMA_VERSION, "type": "error", "message": message}
+
+
+class Hub:
+    """The shared subscription, model and sender thread behind every open comm."""
+
+    def __init__(self, interval: float = INTERVAL_S) -> None:
+        self.interval = interval
+        self._model_lock = threading.Lock()
+        self._send_lock = threading.Lock()
+        self._comms: list[Any] = []
+        self._model = Model()
+        self._unsubscribe: Callable[[], None] | None = None
+        self._replayed: set[int] = set()
+        self._replay_keepalive: list[events.Event] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._nodes_asked: set[str] = set()
+
+    @property
+    def subscribed(self) -> bool:
+        """Whether the hub follows the event stream (true while any comm is open)."""
+        return self._unsubscribe is not None
+
+    # ------------------------------------------------------------ comm callbacks (shell)
+    def open(self, comm: Any, msg: dict[str, Any]) -> None:
+        data = msg.get("content", {}).get("data") or {}
+        schema = data.get("schema") if isinstance(data, dict) else None
+        if schema != SCHEMA_VERSION:
+            comm.send(error_message(
+                f"The nbdist panel speaks comm schema {schema!r} but this kernel's nbdist "
+                f"speaks schema {SCHEMA_VERSION}. Install the same nbdist version in the "
+                "kernel's environment and in JupyterLab, then reload the page."))
+            comm.close()
+            return
+        comm.on_msg(lambda m: self.message(comm, m))
+        comm.on_close(lambda m: self.close(comm))
+        if self._unsubscribe is None:
+            self._subscribe()
+        with self._send_lock:
+            comm.send(self._snapshot())
+            self._comms.append(comm)
+
+    def message(self, comm: Any, msg: dict[str, Any]) -> None:
+        data = msg.get("content", {}).get("data") or {}
+        kind = data.get("type") if isinstance(data, dict) else None
+        if kind == "request_snapshot":
+            with self._send_lock:
+                comm.send(self._snapshot())
+        else:
+            comm.send(error_message(
+                f"Unknown message type {kind!r}: the kernel understands 'request_snapshot'."))
+
+    def close(self, comm: Any) -> None:
+        with self._send_lock:
+            if comm in self._comms:
+                self._comms.remove(comm)
+            last = not self._comms
+        if last:
+            self._shut()
+
+    # ------------------------------------------------------------ events (dispatcher thread)
+    def on_events(self, batch: list[events.Event]) -> None:
+        with self._model_lock:
+            if self._replayed:
+                fresh = [e for e in batch if id(e) not in self._replayed]
+                if fresh:
+                    # Past the replay window: from here on every record is new.
+                    self._replayed, self._replay_keepalive = set(), []
+                batch = fresh
+            self._model.apply(batch)
+
+    # ------------------------------------------------------------ lifecycle
+    def _subscribe(self) -> None:
+        with self._model_lock:
+            self._model = Model()
+            self._nodes_asked = set()
+            self._unsubscribe = events.subscribe(self.on_events)
+            history = events.recent()
+            # Ids identify records only while they are alive: keep the replayed ones alive
+            # until the first batch past the replay window clears the set.
+            self._replay_keepalive = history
+            self._replayed = {id(e) for e in history}
+            self._model.apply(history)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="nbdist-comm-bridge",
+                                        daemon=True)
+        self._thread.start()
+
+    def _shut(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        self._stop.set()
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join(5)
+        self._replayed, self._replay_keepalive = set(), []
+
+    def _snapshot(self) -> Json:
+        with self._model_lock:
+            return self._model.snapshot()
+
+    # ------------------------------------------------------------ sender thread
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.flush()
+            except Exception:  # a bug here must not end the panel's updates for good
+                log.exception("nbdist comm bridge failed to send a delta")
+
+    def flush(self) -> None:
+        """Send the changes since the last delta to every open comm (if anything changed)."""
+        with self._send_lock:
+            if not self._comms:
+                return
+            self._describe_nodes()
+            with self._model_lock:
+                delta = self._model.take_delta()
+            if delta is None:
+                return
+            for comm in list(self._comms):
+                try:
+                    comm.send(delta)
+                except Exception:
+                    log.exception("nbdist comm %s failed; dropping it", comm.comm_id)
+                    self._comms.remove(comm)
+
+    def _describe_nodes(self) -> None:
+        with self._model_lock:
+            unknown = set(self._model.nodes_without_info()) - self._nodes_asked
+        if not unknown or not nbdist.is_initialized():
+            return
+        self._nodes_asked |= unknown
+        try:
+            listed = nbdist.nodes()
+        except Exception:  # the cluster may be going away; the node just stays undescribed
+            log.debug("nbdist.nodes() failed", exc_info=True)
+            return
+        records = [events.NodeUp(time.time(), n["NodeID"], str(n["NodeManagerAddress"]),
+                                 dict(n["Resources"]))
+                   for n in listed if n["NodeID"] in unknown]
+        with self._model_lock:
+            self._model.apply(records)
+
+
+_hub: Hub | None = None
+
+
+def register(ip: Any = None) -> Hub:
+    """Register the comm target "nbdist" with the running kernel (idempotent).
+
+    ``ip`` is accepted for symmetry with the extension hooks; comm targets are per process."""
+    global _hub
+    import comm
+
+    if _hub is None:
+        _hub = Hub()
+    comm.get_comm_manager().register_target(TARGET, _hub.open)
+    return _hub
+
+
+def unregister(ip: Any = None) -> None:
+    """Remove the comm target; open comms keep working until they close."""
+    import comm
+
+    manager = comm.get_comm_manager()
+    if TARGET in manager.targets:
+        manager.unregister_target(TARGET, manager.targets[TARGET])

@@ -1,0 +1,192 @@
+"""The ``%nbdist`` line magic and the ``%%remote`` cell magic.
+
+Arguments are parsed with argparse (a parser whose errors raise IPython's UsageError listing the
+valid flags) and typed by argparse itself; JSON values go through ``json.loads``. Nothing a
+user types is ever evaluated as Python.
+
+``%%remote [options]`` runs the cell in the user namespace, then replaces each function and
+class the cell defined at top level (found with ``ast`` on the cell's source, and only if the
+object now bound to that name was created by this run: ``__module__ == "__main__"`` and not the
+object bound before) with ``nbdist.remote(**options)(obj)``. cloudpickle pickles ``__main__``
+functions and classes by value, so closures, the globals they use and classes from earlier cells
+travel with them. A local cluster starts first if none runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import html
+import json
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+from IPython.display import HTML, display
+
+import nbdist
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises UsageError (with the valid flags) instead of exiting."""
+
+    def error(self, message: str) -> Any:
+        raise UsageError(f"{self.prog}: {message}\n\n{self.format_usage()}")
+
+    def exit(self, status: int = 0, message: str | None = None) -> Any:
+        raise _HelpShown()
+
+
+class _HelpShown(Exception):
+    """--help was printed; nothing else to do."""
+
+
+def _json_dict(text: str) -> dict[str, float]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not valid JSON ({exc.msg}): {text!r}") from exc
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f'must be a JSON object like {{"name": 1}}: {text!r}')
+    return value
+
+
+def _add_resource_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--num-cpus", type=float, help="CPUs (a number)")
+    p.add_argument("--num-gpus", type=float, help="GPUs (a number)")
+    p.add_argument("--resources", type=_json_dict, help='custom resources, JSON: {"name": 1}')
+
+
+def _nbdist_parser() -> _Parser:
+    p = _Parser(prog="%nbdist", description="Manage the nbdist cluster of this kernel.")
+    sub = p.add_subparsers(dest="command", parser_class=_Parser)
+    start = sub.add_parser("start", help="start a local cluster")
+    _add_resource_flags(start)
+    sub.add_parser("status", help="nodes and resources (total / free) as a table")
+    sub.add_parser("stop", help="stop the cluster and everything running on it")
+    return p
+
+
+def _remote_parser() -> _Parser:
+    p = _Parser(prog="%%remote", description="Run the cell, then make each function and class "
+                "it defined at top level remote (a task / an actor) under the same name.")
+    _add_resource_flags(p)
+    for flag in ("--max-retries", "--num-returns", "--max-restarts", "--max-concurrency"):
+        p.add_argument(flag, type=int, help="an integer, as in @nbdist.remote(...)")
+    return p
+
+
+def _parse(parser: _Parser, line: str) -> argparse.Namespace | None:
+    import shlex
+
+    try:
+        return parser.parse_args(shlex.split(line))
+    except _HelpShown:
+        return None
+    except ValueError as exc:  # shlex: unbalanced quotes
+        raise UsageError(f"{parser.prog}: {exc}\n\n{parser.format_usage()}") from exc
+
+
+# Options that only make sense for one kind: a cell may define functions and classes together.
+_TASK_ONLY = frozenset({"max_retries", "num_returns"})
+_ACTOR_ONLY = frozenset({"max_restarts", "max_concurrency"})
+
+
+def remote_options(args: argparse.Namespace, for_class: bool) -> dict[str, Any]:
+    """The @remote options the flags give a class (``for_class``) or a function."""
+    skip = _TASK_ONLY if for_class else _ACTOR_ONLY
+    return {k: v for k, v in vars(args).items() if v is not None and k not in skip}
+
+
+def defined_names(source: str) -> list[str]:
+    """Names of the functions and classes a cell defines at top level, in order."""
+    tree = ast.parse(source)
+    return [node.name for node in tree.body
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+
+
+def status_html() -> str:
+    """The ``%nbdist status`` table: one row per node, resources as used / total."""
+    if not nbdist.is_initialized():
+        return "<p>No nbdist cluster is running. Start one with <code>%nbdist start</code>.</p>"
+    total, free = nbdist.cluster_resources(), nbdist.available_resources()
+    rows = []
+    for node in nbdist.nodes():
+        res = ", ".join(
+            f"{html.escape(k)}: {_amount(k, total.get(k, v) - free.get(k, 0))} used / "
+            f"{_amount(k, v)}"
+            for k, v in sorted(node["Resources"].items()) if not k.startswith("node:"))
+        rows.append(f"<tr><td><code>{html.escape(str(node['NodeID'])[:12])}</code></td>"
+                    f"<td>{'alive' if node['Alive'] else 'dead'}</td><td>{res}</td>"
+                    f"<td>{node.get('ObjectStoreUsed', 0) / 2**20:.1f} MiB</td></tr>")
+    return ("<table class='nbdist-status'><thead><tr><th>node</th><th>state</th>"
+            "<th>resources (used / total)</th><th>object store used</th></tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table>")
+
+
+def _amount(resource: str, value: float) -> str:
+    return f"{value / 2**30:.1f} GiB" if "memory" in resource else f"{value:g}"
+
+
+@magics_class
+class NbdistMagics(Magics):
+    @line_magic
+    def nbdist(self, line: str) -> None:
+        """%nbdist start|status|stop [options] — manage this kernel's nbdist cluster."""
+        parser = _nbdist_parser()
+        args = _parse(parser, line)
+        if args is None:
+            return
+        if args.command == "start":
+            if nbdist.is_initialized():
+                raise UsageError("%nbdist start: a cluster is already running; "
+                                 "run %nbdist stop first.")
+            info = nbdist.init(num_cpus=args.num_cpus, num_gpus=args.num_gpus,
+                               resources=args.resources)
+            # Reported from the request, not from a control call: the node may still be
+            # joining the head right after init() returns.
+            asked = {k: v for k, v in (("CPU", args.num_cpus), ("GPU", args.num_gpus))
+                     if v is not None}
+            asked.update(args.resources or {})
+            print(f"nbdist cluster started{f' with {asked}' if asked else ''} "
+                  f"(session {info.get('session_dir', '')}); %nbdist status shows it.")
+        elif args.command == "status":
+            display(HTML(status_html()))
+        elif args.command == "stop":
+            nbdist.shutdown()
+            print("nbdist cluster stopped.")
+        else:
+            raise UsageError(f"%nbdist needs a command.\n\n{parser.format_usage()}")
+
+    @cell_magic
+    def remote(self, line: str, cell: str) -> None:
+        """%%remote [options] — run the cell, then make its functions and classes remote."""
+        args = _parse(_remote_parser(), line)
+        if args is None:
+            return
+        try:
+            names = defined_names(cell)
+        except SyntaxError:
+            names = []  # run_cell below reports the syntax error the usual way
+        shell = self.shell
+        assert shell is not None  # magics are only called from a shell
+        ns = shell.user_ns
+        before = {name: ns.get(name) for name in names}
+        # IPython numbered this cell before running it; without the step back the inner run
+        # would call the cell "In[N+1]" in tracebacks of the functions it defines.
+        count = shell.execution_count
+        shell.execution_count = count - 1
+        try:
+            result = shell.run_cell(cell, store_history=False)
+        finally:
+            shell.execution_count = count
+        if not result.success:
+            return
+        if not nbdist.is_initialized():
+            nbdist.init(ignore_reinit_error=True)
+        for name in names:
+            obj = ns.get(name)
+            if obj is None or obj is before[name] or obj.__module__ != "__main__":
+                continue
+            options = remote_options(args, for_class=isinstance(obj, type))
+            ns[name] = nbdist.remote(**options)(obj) if options else nbdist.remote(obj)

@@ -1,0 +1,598 @@
+"""The panel's model: event records folded into tasks, objects, waits, workers (pure, no I/O).
+
+What flows in: batches of `nbdist.events` records, exactly as ``events.subscribe`` delivers
+them (``Model.apply(batch)``). What flows out: JSON-ready dicts in the versioned comm schema of
+``docs/comm-protocol.md``: ``snapshot()`` (the whole state) and ``take_delta()`` (full records
+of everything that changed since the previous delta, or None when nothing did).
+
+The model is not thread-safe and has no threads: its owner (``bridge.py``) holds one lock
+around every call. Nothing here imports IPython or the engine, so unit tests drive it with
+hand-made records.
+
+State and invariants:
+
+    _tasks      task id -> _Task for every task the panel can still see individually; once
+                grouped, only tasks still pending or running (a transition needs the group)
+    _groups     (function name, submitter) -> _Group with counts per state; kept always, so
+                switching to groups costs nothing; edges between groups in _edges
+    _producer   object id -> (producing task id, group id): resolves a task's object deps
+                to task edges; dropped when the object is freed (no new task can use it then)
+    _objects    live object id -> _Object; freed objects are removed (and reported removed)
+    _waits      active waits plus the last ``max_finished_waits`` finished ones; a wait's
+                ready count also rises as the objects it waits for are created, because the
+                engine publishes only begin and done
+    _workers    "node:pid" -> _Worker, _nodes node id -> _Node (both also learnt from the
+                node and pid fields of task records: the engine does not publish NodeUp yet)
+
+Grouping: past ``group_threshold`` tasks seen (or live objects), the model switches for good
+to grouped mode. Messages then carry groups with counts, per-node store totals and only the
+last ``max_failed_kept`` failed tasks individually, so a message's size is bounded by the
+number of groups, workers and waits, never by the number of tasks. The switch is announced by
+a snapshot in place of the next delta.
+
+Duplicate records (the bridge replays ``events.recent()`` when it subscribes) are ignored: a
+record that would move a task or wait backwards, or re-create a known id, does nothing.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from nbdist import events as ev
+
+SCHEMA_VERSION = 1
+
+PENDING, RUNNING, FINISHED, FAILED = "pending", "running", "finished", "failed"
+STATES = (PENDING, RUNNING, FINISHED, FAILED)
+TERMINAL = frozenset((FINISHED, FAILED))
+
+MAX_LINE_CHARS = 500
+GROUPED_OUTPUT_LINES = 3  # of a failed task kept individually in grouped mode
+
+Json = dict[str, Any]
+
+
+def _t(value: float | None) -> float | None:
+    # Milliseconds are all a timeline needs; fewer digits make smaller messages.
+    return None if value is None else round(value, 3)
+
+
+class _Task:
+    __slots__ = ("id", "name", "state", "deps", "dep_tasks", "returns", "parent", "actor",
+                 "submitter", "group", "node", "worker", "submitted", "started", "ended",
+                 "error_type", "error", "attempt", "stdout")
+
+    def __init__(self, e: ev.TaskSubmitted, group: str, dep_tasks: list[str],
+                 max_lines: int) -> None:
+        self.id, self.name, self.state = e.task_id, e.name, PENDING
+        self.deps, self.dep_tasks, self.returns = list(e.deps), dep_tasks, list(e.returns)
+        self.parent, self.actor, self.submitter = e.parent_task, e.actor_id, e.submitter
+        self.group = group
+        self.node: str | None = None
+        self.worker: int | None = None
+        self.submitted = e.time
+        self.started: float | None = None
+        self.ended: float | None = None
+        self.error_type: str | None = None
+        self.error: str | None = None
+        self.attempt = 0
+        self.stdout: collections.deque[str] = collections.deque(maxlen=max_lines)
+
+    def to_json(self, max_lines: int | None = None) -> Json:
+        lines = list(self.stdout)
+        if max_lines is not None:
+            lines = lines[-max_lines:]
+        return {"id": self.id, "name": self.name, "state": self.state, "deps": self.deps,
+                "dep_tasks": self.dep_tasks, "returns": self.returns, "parent": self.parent,
+                "actor": self.actor, "submitter": self.submitter, "group": self.group,
+                "node": self.node, "worker": self.worker, "submitted": _t(self.submitted),
+                "started": _t(self.started), "ended": _t(self.ended),
+                "error_type": self.error_type, "error": self.error, "attempt": self.attempt,
+                "stdout": lines}
+
+
+class _Group:
+    __slots__ = ("id", "name", "submitter", "counts")
+
+    def __init__(self, gid: str, name: str, submitter: str | None) -> None:
+        self.id, self.name, self.submitter = gid, name, submitter
+        self.counts = dict.fromkeys(STATES, 0)
+
+    def to_json(self) -> Json:
+        return {"id": self.id, "name": self.name, "submitter": self.submitter,
+                "counts": dict(self.counts), "total": sum(self.counts.values())}
+
+
+class _Object:
+    __slots__ = ("id", "size", "node", "owner", "task", "shm", "created")
+
+    def __init__(self, e: ev.ObjectCreated) -> None:
+        self.id, self.size, self.node, self.owner = e.object_id, e.size, e.node_id, e.owner
+        self.task, self.shm, self.created = e.task_id, e.in_shared_memory, e.time
+
+    def to_json(self) -> Json:
+        return {"id": self.id, "size": self.size, "node": self.node, "locations": [self.node],
+                "owner": self.owner, "task": self.task, "in_shared_memory": self.shm,
+                "state": "live", "created": _t(self.created)}
+
+
+class _Wait:
+    __slots__ = ("id", "call", "num_returns", "total", "ready", "submitter", "pending",
+                 "started", "ended", "done", "timed_out")
+
+    def __init__(self, e: ev.WaitBegun, pending: set[str]) -> None:
+        self.id, self.call, self.num_returns = str(e.wait_id), e.call, e.num_returns
+        self.total, self.submitter, self.pending = len(e.object_ids), e.submitter, pending
+        self.ready = max(e.ready, self.total - len(pending))
+        self.started = e.time
+        self.ended: float | None = None
+        self.done = self.timed_out = False
+
+    def to_json(self) -> Json:
+        return {"id": self.id, "call": self.call, "num_returns": self.num_returns,
+                "total": self.total, "ready": self.ready, "submitter": self.submitter,
+                "done": self.done, "timed_out": self.timed_out, "started": _t(self.started),
+                "ended": _t(self.ended)}
+
+
+class _Worker:
+    __slots__ = ("key", "node", "pid", "state", "task", "task_name", "tasks_done", "busy")
+
+    def __init__(self, key: str, node: str, pid: int) -> None:
+        self.key, self.node, self.pid, self.state = key, node, pid, "up"
+        self.task: str | None = None
+        self.task_name: str | None = None
+        self.tasks_done, self.busy = 0, 0.0
+
+    def to_json(self) -> Json:
+        return {"id": self.key, "node": self.node, "pid": self.pid, "state": self.state,
+                "task": self.task, "task_name": self.task_name, "tasks_done": self.tasks_done,
+                "busy_s": round(self.busy, 3)}
+
+
+class _Node:
+    __slots__ = ("id", "state", "address", "resources", "workers", "running", "objects",
+                 "bytes", "shm_bytes")
+
+    def __init__(self, node_id: str) -> None:
+        self.id, self.state = node_id, "up"
+        self.address: str | None = None
+        self.resources: dict[str, float] = {}
+        self.workers = self.running = self.objects = self.bytes = self.shm_bytes = 0
+
+    def to_json(self) -> Json:
+        capacity = self.resources.get("CPU") or self.workers or 1
+        return {"id": self.id, "state": self.state, "address": self.address,
+                "resources": self.resources, "workers": self.workers, "running": self.running,
+                "capacity": capacity, "utilization": round(min(1.0, self.running / capacity), 3),
+                "objects": self.objects, "bytes": self.bytes, "shm_bytes": self.shm_bytes}
+
+
+class _Dirty:
+    """Ids whose full record goes into the next delta, and ids removed since the last one."""
+
+    __slots__ = ("tasks", "tasks_removed", "groups", "edges", "objects", "objects_removed",
+                 "waits", "waits_removed", "workers", "nodes", "actors", "totals")
+
+    def __init__(self) -> None:
+        self.tasks: set[str] = set()
+        self.tasks_removed: set[str] = set()
+        self.groups: set[str] = set()
+        self.edges: set[tuple[str, str]] = set()
+        self.objects: set[str] = set()
+        self.objects_removed: set[str] = set()
+        self.waits: set[str] = set()
+        self.waits_removed: set[str] = set()
+        self.workers: set[str] = set()
+        self.nodes: set[str] = set()
+        self.actors: set[str] = set()
+        self.totals = False  # counters that no record above reflects (output, drops)
+
+    def any(self) -> bool:
+        return any(getattr(self, name) for name in self.__slots__)
+
+
+class Model:
+    """Folds event batches into the panel's state (see the module docstring)."""
+
+    def __init__(self, *, group_threshold: int = 2_000, max_output_lines: int = 50,
+                 max_finished_waits: int = 20, max_failed_kept: int = 20,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.group_threshold = group_threshold
+        self.max_output_lines = max_output_lines
+        self.max_finished_waits = max_finished_waits
+        self.max_failed_kept = max_failed_kept
+        self._clock = clock
+        self.grouped = False
+        self._tasks: dict[str, _Task] = {}
+        self._failed: collections.OrderedDict[str, Json] = collections.OrderedDict()
+        self._groups: dict[tuple[str, str | None], _Group] = {}
+        self._group_ids: dict[str, _Group] = {}
+        self._edges: dict[tuple[str, str], int] = {}
+        self._producer: dict[str, tuple[str, str]] = {}
+        self._errored: set[str] = set()
+        self._objects: dict[str, _Object] = {}
+        self._waits: dict[str, _Wait] = {}
+        self._finished_waits: collections.deque[str] = collections.deque()
+        self._wait_index: dict[str, list[_Wait]] = {}
+        self._workers: dict[str, _Worker] = {}
+        self._nodes: dict[str, _Node] = {}
+        self._actors: dict[str, Json] = {}
+        self._totals: Json = {"tasks": 0, **dict.fromkeys(STATES, 0), "objects": 0,
+                              "objects_freed": 0, "bytes": 0, "output_lines": 0,
+                              "dropped_events": 0}
+        self._dirty = _Dirty()
+        self._resnapshot = False
+        self._seq = 0
+        self._handlers: dict[type, Callable[[Any], None]] = {
+            ev.TaskSubmitted: self._task_submitted, ev.TaskStarted: self._task_started,
+            ev.TaskFinished: self._task_finished, ev.TaskFailed: self._task_failed,
+            ev.TaskRetried: self._task_retried, ev.ObjectCreated: self._object_created,
+            ev.ObjectFreed: self._object_freed, ev.WaitBegun: self._wait_begun,
+            ev.WaitProgress: self._wait_progress, ev.WaitDone: self._wait_done,
+            ev.ActorCreated: self._actor_created, ev.ActorRestarted: self._actor_restarted,
+            ev.ActorDied: self._actor_died, ev.NodeUp: self._node_up,
+            ev.NodeDown: self._node_down, ev.WorkerUp: self._worker_up,
+            ev.WorkerDown: self._worker_down, ev.Output: self._output,
+            ev.EventsDropped: self._events_dropped,
+        }
+
+    # ------------------------------------------------------------ messages
+    def apply(self, batch: Iterable[ev.Event]) -> None:
+        """Fold a batch of records (unknown kinds are skipped: newer engines add kinds)."""
+        handlers = self._handlers
+        for event in batch:
+            handler = handlers.get(type(event))
+            if handler is not None:
+                handler(event)
+
+    def snapshot(self) -> Json:
+        """The whole state as one message; does not disturb delta tracking."""
+        if self.grouped:
+            tasks = dict(self._failed)
+            objects: Json = {}
+        else:
+            tasks = {tid: t.to_json() for tid, t in self._tasks.items()}
+            objects = {oid: o.to_json() for oid, o in self._objects.items()}
+        return {
+            "schema": SCHEMA_VERSION, "type": "snapshot", "seq": self._seq,
+            "time": _t(self._clock()), "grouped": self.grouped, "tasks": tasks,
+            "groups": {g.id: g.to_json() for g in self._groups.values()},
+            "group_edges": [[s, d, n] for (s, d), n in self._edges.items()],
+            "objects": objects, "waits": {wid: w.to_json() for wid, w in self._waits.items()},
+            "workers": {k: w.to_json() for k, w in self._workers.items()},
+            "nodes": {k: n.to_json() for k, n in self._nodes.items()},
+            "actors": {k: dict(a) for k, a in self._actors.items()},
+            "totals": dict(self._totals),
+        }
+
+    def take_delta(self) -> Json | None:
+        """Everything changed since the previous call, or None if nothing did.
+
+        Right after the switch to grouped mode this returns a snapshot instead."""
+        dirty = self._dirty
+        if not (self._resnapshot or dirty.any()):
+            return None
+        self._seq += 1
+        self._dirty = _Dirty()
+        if self._resnapshot:
+            self._resnapshot = False
+            return self.snapshot()
+        return {
+            "schema": SCHEMA_VERSION, "type": "delta", "seq": self._seq,
+            "time": _t(self._clock()), "grouped": self.grouped,
+            "tasks": self._task_records(dirty.tasks), "tasks_removed": sorted(dirty.tasks_removed),
+            "groups": {gid: self._group_ids[gid].to_json() for gid in dirty.groups},
+            "group_edges": [[s, d, self._edges[s, d]] for s, d in dirty.edges],
+            "objects": {oid: self._objects[oid].to_json() for oid in dirty.objects
+                        if oid in self._objects},
+            "objects_removed": sorted(dirty.objects_removed),
+            "waits": {wid: self._waits[wid].to_json() for wid in dirty.waits
+                      if wid in self._waits},
+            "waits_removed": sorted(dirty.waits_removed),
+            "workers": {k: self._workers[k].to_json() for k in dirty.workers},
+            "nodes": {k: self._nodes[k].to_json() for k in dirty.nodes},
+            "actors": {k: dict(self._actors[k]) for k in dirty.actors},
+            "totals": dict(self._totals),
+        }
+
+    def _task_records(self, ids: set[str]) -> Json:
+        if self.grouped:
+            return {tid: self._failed[tid] for tid in ids if tid in self._failed}
+        return {tid: self._tasks[tid].to_json() for tid in ids if tid in self._tasks}
+
+    def nodes_without_info(self) -> list[str]:
+        """Nodes learnt only from task or worker records (no NodeUp yet: no resources)."""
+        return [n.id for n in self._nodes.values() if n.address is None]
+
+    # ------------------------------------------------------------ tasks
+    def _group(self, name: str, submitter: str | None) -> _Group:
+        group = self._groups.get((name, submitter))
+        if group is None:
+            group = _Group(f"g{len(self._groups) + 1}", name, submitter)
+            self._groups[name, submitter] = group
+            self._group_ids[group.id] = group
+        return group
+
+    def _move(self, task: _Task, state: str) -> None:
+        counts = self._group_ids[task.group].counts
+        counts[task.state] -= 1
+        counts[state] += 1
+        totals = self._totals
+        totals[task.state] -= 1
+        totals[state] += 1
+        task.state = state
+        self._dirty.groups.add(task.group)
+        if not self.grouped:
+            self._dirty.tasks.add(task.id)
+
+    def _task_submitted(self, e: ev.TaskSubmitted) -> None:
+        if e.task_id in self._tasks:
+            return
+        group = self._group(e.name, e.submitter)
+        dep_tasks = []
+        for dep in e.deps:
+            producer = self._producer.get(dep)
+            if producer is not None:
+                dep_tasks.append(producer[0])
+                edge = (producer[1], group.id)
+                self._edges[edge] = self._edges.get(edge, 0) + 1
+                self._dirty.edges.add(edge)
+        for ret in e.returns:
+            self._producer[ret] = (e.task_id, group.id)
+        task = _Task(e, group.id, dep_tasks, self.max_output_lines)
+        self._tasks[e.task_id] = task
+        group.counts[PENDING] += 1
+        self._totals["tasks"] += 1
+        self._totals[PENDING] += 1
+        self._dirty.groups.add(group.id)
+        if not self.grouped:
+            self._dirty.tasks.add(task.id)
+            if self._totals["tasks"] > self.group_threshold:
+                self._switch_to_groups()
+
+    def _task_started(self, e: ev.TaskStarted) -> None:
+        task = self._tasks.get(e.task_id)
+        if task is None or task.state != PENDING:
+            return
+        task.node, task.worker, task.started = e.node_id, e.worker_pid, e.time
+        self._move(task, RUNNING)
+        worker = self._worker(e.node_id, e.worker_pid)
+        worker.task, worker.task_name = task.id, task.name
+        self._nodes[e.node_id].running += 1
+        self._dirty.nodes.add(e.node_id)
+
+    def _task_ended(self, task: _Task, end: float, duration: float, pid: int) -> None:
+        """Bookkeeping shared by finished and failed: times, the worker and node freed."""
+        task.ended = end
+        if task.started is None:
+            task.started = end - duration
+        task.worker = task.worker or pid or None
+        if task.node is None or task.worker is None:
+            return  # a failure before any worker ran it (e.g. a failed dependency)
+        if task.state == RUNNING:
+            self._nodes[task.node].running -= 1
+            self._dirty.nodes.add(task.node)
+        worker = self._worker(task.node, task.worker)
+        if worker.task == task.id:
+            worker.task = worker.task_name = None
+        worker.tasks_done += 1
+        worker.busy += duration
+
+    def _task_finished(self, e: ev.TaskFinished) -> None:
+        task = self._tasks.get(e.task_id)
+        if task is None or task.state in TERMINAL:
+            return
+        task.node = task.node or e.node_id
+        self._task_ended(task, e.time, e.duration, e.worker_pid)
+        self._move(task, FINISHED)
+        if self.grouped:
+            del self._tasks[task.id]
+
+    def _task_failed(self, e: ev.TaskFailed) -> None:
+        task = self._tasks.get(e.task_id)
+        if task is None or task.state in TERMINAL:
+            return
+        self._task_ended(task, e.time, e.duration, e.worker_pid)
+        task.error_type, task.error = e.error_type, e.message[:MAX_LINE_CHARS * 4]
+        self._move(task, FAILED)
+        for ret in task.returns:
+            # A failed task's returns hold its error: for get/wait they are ready.
+            self._errored.add(ret)
+            self._object_ready(ret)
+        if self.grouped:
+            del self._tasks[task.id]
+            self._keep_failed(task)
+
+    def _keep_failed(self, task: _Task) -> None:
+        self._failed[task.id] = task.to_json(GROUPED_OUTPUT_LINES)
+        self._dirty.tasks.add(task.id)
+        while len(self._failed) > self.max_failed_kept:
+            old, _ = self._failed.popitem(last=False)
+            self._dirty.tasks.discard(old)
+            self._dirty.tasks_removed.add(old)
+
+    def _task_retried(self, e: ev.TaskRetried) -> None:
+        task = self._tasks.get(e.task_id)
+        if task is None or e.attempt <= task.attempt or task.state == FINISHED:
+            return
+        task.attempt = e.attempt
+        if task.state == RUNNING and task.node is not None:
+            self._nodes[task.node].running -= 1
+            self._dirty.nodes.add(task.node)
+            worker = self._workers.get(f"{task.node}:{task.worker}")
+            if worker is not None and worker.task == task.id:
+                worker.task = worker.task_name = None
+                self._dirty.workers.add(worker.key)
+        task.started = task.ended = None
+        self._move(task, PENDING)
+
+    def _output(self, e: ev.Output) -> None:
+        self._totals["output_lines"] += 1
+        self._dirty.totals = True
+        task = self._tasks.get(e.task_id)
+        if task is None:
+            return
+        line = e.line if len(e.line) <= MAX_LINE_CHARS else e.line[:MAX_LINE_CHARS] + "…"
+        task.stdout.append(line if e.stream == "stdout" else "[stderr] " + line)
+        if not self.grouped:
+            self._dirty.tasks.add(task.id)
+
+    def _switch_to_groups(self) -> None:
+        self.grouped = True
+        self._resnapshot = True
+        for tid in [tid for tid, t in self._tasks.items() if t.state in TERMINAL]:
+            task = self._tasks.pop(tid)
+            if task.state == FAILED:
+                self._keep_failed(task)
+
+    # ------------------------------------------------------------ objects and waits
+    def _object_created(self, e: ev.ObjectCreated) -> None:
+        if e.object_id in self._objects:
+            return
+        obj = self._objects[e.object_id] = _Object(e)
+        node = self._node(e.node_id)
+        node.objects += 1
+        node.bytes += obj.size
+        if obj.shm:
+            node.shm_bytes += obj.size
+        self._dirty.nodes.add(node.id)
+        self._totals["objects"] += 1
+        self._totals["bytes"] += obj.size
+        self._object_ready(e.object_id)
+        if not self.grouped:
+            self._dirty.objects.add(obj.id)
+            if len(self._objects) > self.group_threshold:
+                self._switch_to_groups()
+
+    def _object_freed(self, e: ev.ObjectFreed) -> None:
+        oid = e.object_id
+        self._producer.pop(oid, None)
+        self._errored.discard(oid)
+        obj = self._objects.pop(oid, None)
+        if obj is None:
+            return
+        node = self._nodes[obj.node]
+        node.objects -= 1
+        node.bytes -= obj.size
+        if obj.shm:
+            node.shm_bytes -= obj.size
+        self._dirty.nodes.add(node.id)
+        totals = self._totals
+        totals["objects"] -= 1
+        totals["bytes"] -= obj.size
+        totals["objects_freed"] += 1
+        if not self.grouped:
+            self._dirty.objects.discard(oid)
+            self._dirty.objects_removed.add(oid)
+
+    def _object_ready(self, oid: str) -> None:
+        waits = self._wait_index.pop(oid, None)
+        for wait in waits or ():
+            wait.pending.discard(oid)
+            wait.ready = max(wait.ready, wait.total - len(wait.pending))
+            self._dirty.waits.add(wait.id)
+
+    def _wait_begun(self, e: ev.WaitBegun) -> None:
+        if str(e.wait_id) in self._waits:
+            return
+        known, errored = self._objects, self._errored
+        pending = {o for o in e.object_ids if o not in known and o not in errored}
+        wait = self._waits[str(e.wait_id)] = _Wait(e, pending)
+        for oid in pending:
+            self._wait_index.setdefault(oid, []).append(wait)
+        self._dirty.waits.add(wait.id)
+
+    def _wait_progress(self, e: ev.WaitProgress) -> None:
+        wait = self._waits.get(str(e.wait_id))
+        if wait is not None and not wait.done and e.ready > wait.ready:
+            wait.ready = e.ready
+            self._dirty.waits.add(wait.id)
+
+    def _wait_done(self, e: ev.WaitDone) -> None:
+        wait = self._waits.get(str(e.wait_id))
+        if wait is None or wait.done:
+            return
+        wait.done, wait.timed_out, wait.ended = True, e.timed_out, e.time
+        wait.ready, wait.total = e.ready, e.total
+        for oid in wait.pending:
+            index = self._wait_index.get(oid)
+            if index is not None:
+                index.remove(wait)
+                if not index:
+                    del self._wait_index[oid]
+        wait.pending = set()
+        self._dirty.waits.add(wait.id)
+        self._finished_waits.append(wait.id)
+        while len(self._finished_waits) > self.max_finished_waits:
+            old = self._finished_waits.popleft()
+            del self._waits[old]
+            self._dirty.waits.discard(old)
+            self._dirty.waits_removed.add(old)
+
+    # ------------------------------------------------------------ cluster
+    def _node(self, node_id: str) -> _Node:
+        node = self._nodes.get(node_id)
+        if node is None:
+            node = self._nodes[node_id] = _Node(node_id)
+            self._dirty.nodes.add(node_id)
+        return node
+
+    def _worker(self, node_id: str, pid: int) -> _Worker:
+        key = f"{node_id}:{pid}"
+        worker = self._workers.get(key)
+        if worker is None:
+            worker = self._workers[key] = _Worker(key, node_id, pid)
+            self._node(node_id).workers += 1
+            self._dirty.nodes.add(node_id)
+        self._dirty.workers.add(key)
+        return worker
+
+    def _node_up(self, e: ev.NodeUp) -> None:
+        node = self._node(e.node_id)
+        node.state, node.address, node.resources = "up", e.address, dict(e.resources)
+        self._dirty.nodes.add(node.id)
+
+    def _node_down(self, e: ev.NodeDown) -> None:
+        self._node(e.node_id).state = "down"
+        self._dirty.nodes.add(e.node_id)
+
+    def _worker_up(self, e: ev.WorkerUp) -> None:
+        worker = self._worker(e.node_id, e.worker_pid)
+        if worker.state != "up":
+            worker.state = "up"
+            self._nodes[e.node_id].workers += 1
+
+    def _worker_down(self, e: ev.WorkerDown) -> None:
+        worker = self._worker(e.node_id, e.worker_pid)
+        if worker.state == "up":
+            worker.state = "down"
+            worker.task = worker.task_name = None
+            self._nodes[e.node_id].workers -= 1
+            self._dirty.nodes.add(e.node_id)
+
+    def _actor_created(self, e: ev.ActorCreated) -> None:
+        self._actors[e.actor_id] = {"id": e.actor_id, "class_name": e.class_name,
+                                    "name": e.name, "state": "alive", "restarts": 0,
+                                    "reason": None}
+        self._dirty.actors.add(e.actor_id)
+
+    def _actor_restarted(self, e: ev.ActorRestarted) -> None:
+        actor = self._actors.get(e.actor_id)
+        if actor is not None:
+            actor["restarts"] = e.restarts
+            self._dirty.actors.add(e.actor_id)
+
+    def _actor_died(self, e: ev.ActorDied) -> None:
+        actor = self._actors.get(e.actor_id)
+        if actor is not None:
+            actor["state"], actor["reason"] = "dead", e.reason[:MAX_LINE_CHARS]
+            self._dirty.actors.add(e.actor_id)
+
+    def _events_dropped(self, e: ev.EventsDropped) -> None:
+        # Missed records leave some states stale; the panel shows the count as a warning.
+        self._totals["dropped_events"] += e.count
+        self._dirty.totals = True

@@ -1,0 +1,241 @@
+"""The panel's Model driven by hand-made event records: no kernel, no cluster, no threads."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from nbdist import events as ev
+from nbdist.jupyter.model import SCHEMA_VERSION, Model
+
+NODE = "n1"
+
+
+class Clock:
+    """Event times that only move forward, so every record has a distinct, plausible time."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        self.now += 0.001
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+def submit(clock: Clock, tid: str, name: str = "f", deps: tuple[str, ...] = (),
+           submitter: str | None = "cell-1", parent: str | None = None) -> ev.TaskSubmitted:
+    return ev.TaskSubmitted(clock(), tid, name, deps, (f"{tid}.r",), parent, None, submitter)
+
+
+def run(clock: Clock, tid: str, name: str = "f", pid: int = 11) -> list[ev.Event]:
+    """Started, finished and the return object created, as the runtime publishes them."""
+    return [ev.TaskStarted(clock(), tid, name, NODE, pid),
+            ev.TaskFinished(clock(), tid, name, 0.001, NODE, pid),
+            ev.ObjectCreated(clock(), f"{tid}.r", 8, NODE, "driver", tid, False)]
+
+
+def test_task_states_and_times(clock: Clock) -> None:
+    model = Model(clock=clock)
+    model.apply([submit(clock, "t1"), submit(clock, "t2")])
+    snap = model.snapshot()
+    assert snap["schema"] == SCHEMA_VERSION and snap["type"] == "snapshot"
+    assert {t["state"] for t in snap["tasks"].values()} == {"pending"}
+    model.apply([ev.TaskStarted(clock(), "t1", "f", NODE, 11)])
+    assert model.snapshot()["tasks"]["t1"]["state"] == "running"
+    assert model.snapshot()["workers"][f"{NODE}:11"]["task"] == "t1"
+    assert model.snapshot()["nodes"][NODE]["running"] == 1
+    model.apply(run(clock, "t1")[1:])
+    model.apply([ev.TaskFailed(clock(), "t2", "f", "ValueError", "bad input", 0.0, 0)])
+    tasks = model.snapshot()["tasks"]
+    assert tasks["t1"]["state"] == "finished"
+    assert tasks["t1"]["started"] <= tasks["t1"]["ended"]
+    assert tasks["t2"]["state"] == "failed"
+    assert (tasks["t2"]["error_type"], tasks["t2"]["error"]) == ("ValueError", "bad input")
+    snap = model.snapshot()
+    assert snap["totals"]["finished"] == 1 and snap["totals"]["failed"] == 1
+    assert snap["nodes"][NODE]["running"] == 0
+    assert snap["workers"][f"{NODE}:11"]["tasks_done"] == 1
+
+
+def test_nodes_learnt_from_records_until_node_up_describes_them(clock: Clock) -> None:
+    model = Model(clock=clock)
+    model.apply([submit(clock, "t1"), ev.TaskStarted(clock(), "t1", "f", NODE, 11)])
+    assert model.nodes_without_info() == [NODE]
+    model.apply([ev.NodeUp(clock(), NODE, "unix:/tmp/node.sock", {"CPU": 4.0})])
+    assert model.nodes_without_info() == []
+    node = model.snapshot()["nodes"][NODE]
+    assert (node["capacity"], node["running"], node["utilization"]) == (4.0, 1, 0.25)
+    model.apply([ev.WorkerDown(clock(), NODE, 11, "killed"), ev.NodeDown(clock(), NODE, "gone")])
+    snap = model.snapshot()
+    assert snap["nodes"][NODE]["state"] == "down"
+    assert snap["workers"][f"{NODE}:11"]["state"] == "down"
+
+
+def test_actors_and_dropped_events(clock: Clock) -> None:
+    model = Model(clock=clock)
+    model.apply([ev.ActorCreated(clock(), "a1", "Counter", "counter"),
+                 ev.ActorRestarted(clock(), "a1", 1), ev.ActorDied(clock(), "a1", "killed")])
+    model.take_delta()
+    model.apply([ev.EventsDropped(clock(), 7)])
+    delta = model.take_delta()
+    assert delta is not None and delta["totals"]["dropped_events"] == 7
+    actor = model.snapshot()["actors"]["a1"]
+    assert (actor["class_name"], actor["restarts"], actor["state"]) == ("Counter", 1, "dead")
+
+
+def test_late_or_duplicate_records_do_not_move_a_task_backwards(clock: Clock) -> None:
+    model = Model(clock=clock)
+    sub = submit(clock, "t1")
+    model.apply([sub, *run(clock, "t1"), sub, ev.TaskStarted(clock(), "t1", "f", NODE, 11)])
+    snap = model.snapshot()
+    assert snap["tasks"]["t1"]["state"] == "finished"
+    assert snap["groups"]["g1"]["counts"] == {"pending": 0, "running": 0, "finished": 1,
+                                               "failed": 0}
+
+
+def test_retry_sends_a_running_task_back_to_pending(clock: Clock) -> None:
+    model = Model(clock=clock)
+    model.apply([submit(clock, "t1"), ev.TaskStarted(clock(), "t1", "f", NODE, 11),
+                 ev.TaskRetried(clock(), "t1", "f", 1, "worker died")])
+    snap = model.snapshot()
+    assert snap["tasks"]["t1"]["state"] == "pending" and snap["tasks"]["t1"]["attempt"] == 1
+    assert snap["nodes"][NODE]["running"] == 0
+
+
+def test_deps_resolve_to_producer_tasks_and_parents(clock: Clock) -> None:
+    model = Model(clock=clock)
+    put = ev.ObjectCreated(clock(), "p1", 100, NODE, "driver", None, False)
+    model.apply([put, submit(clock, "a"), submit(clock, "b"),
+                 submit(clock, "c", "g", deps=("a.r", "b.r", "p1")),
+                 submit(clock, "d", "h", parent="c")])
+    tasks = model.snapshot()["tasks"]
+    assert tasks["c"]["deps"] == ["a.r", "b.r", "p1"]
+    assert tasks["c"]["dep_tasks"] == ["a", "b"]  # a put has no producer task
+    assert tasks["d"]["parent"] == "c"
+    groups = {g["name"]: gid for gid, g in model.snapshot()["groups"].items()}
+    assert model.snapshot()["group_edges"] == [[groups["f"], groups["g"], 2]]
+
+
+def test_stdout_lines_are_bounded_per_task(clock: Clock) -> None:
+    model = Model(clock=clock, max_output_lines=3)
+    model.apply([submit(clock, "t1")])
+    model.apply([ev.Output(clock(), "t1", "f", 11, "stdout", f"line {i}") for i in range(10)])
+    model.apply([ev.Output(clock(), "t1", "f", 11, "stderr", "x" * 5000)])
+    lines = model.snapshot()["tasks"]["t1"]["stdout"]
+    assert lines[:2] == ["line 8", "line 9"]
+    assert lines[2].startswith("[stderr] xxx") and len(lines[2]) < 600
+
+
+def test_wait_progress_follows_objects_and_finished_waits_are_bounded(clock: Clock) -> None:
+    model = Model(clock=clock, max_finished_waits=2)
+    model.apply([submit(clock, f"t{i}") for i in range(4)])
+    ids = tuple(f"t{i}.r" for i in range(4))
+    model.apply([ev.WaitBegun(clock(), 1, "wait", ids, 2, 0, "cell-1")])
+    model.apply(run(clock, "t0"))
+    model.apply([ev.TaskFailed(clock(), "t1", "f", "KeyError", "k", 0.0, 11)])
+    wait = model.snapshot()["waits"]["1"]
+    assert (wait["ready"], wait["total"], wait["num_returns"], wait["done"]) == (2, 4, 2, False)
+    model.apply([ev.WaitDone(clock(), 1, 2, 4, False)])
+    assert model.snapshot()["waits"]["1"]["done"] is True
+    model.apply([ev.WaitBegun(clock(), 2, "get", ids, 4, 2, None),
+                 ev.WaitDone(clock(), 2, 2, 4, True)])
+    assert model.snapshot()["waits"]["2"]["timed_out"] is True
+    model.take_delta()
+    model.apply([ev.WaitBegun(clock(), 3, "get", ids[:1], 1, 1, None),
+                 ev.WaitDone(clock(), 3, 1, 1, False)])
+    assert sorted(model.snapshot()["waits"]) == ["2", "3"]
+    delta = model.take_delta()
+    assert delta is not None and delta["waits_removed"] == ["1"]
+
+
+def test_objects_and_freed_objects(clock: Clock) -> None:
+    model = Model(clock=clock)
+    model.apply([ev.ObjectCreated(clock(), "o1", 10, NODE, "driver", None, False),
+                 ev.ObjectCreated(clock(), "o2", 5_000_000, NODE, "driver", None, True)])
+    snap = model.snapshot()
+    assert snap["objects"]["o2"]["in_shared_memory"] is True
+    assert snap["objects"]["o2"]["locations"] == [NODE]
+    assert snap["nodes"][NODE]["bytes"] == 5_000_010
+    assert snap["nodes"][NODE]["shm_bytes"] == 5_000_000
+    model.take_delta()
+    model.apply([ev.ObjectFreed(clock(), "o2"), ev.ObjectFreed(clock(), "unknown")])
+    delta = model.take_delta()
+    assert delta is not None and delta["objects_removed"] == ["o2"]
+    snap = model.snapshot()
+    assert list(snap["objects"]) == ["o1"]
+    assert snap["totals"]["objects_freed"] == 1 and snap["nodes"][NODE]["shm_bytes"] == 0
+
+
+def test_delta_has_only_what_changed_and_none_when_nothing_did(clock: Clock) -> None:
+    model = Model(clock=clock)
+    model.apply([submit(clock, "t1"), submit(clock, "t2")])
+    first = model.take_delta()
+    assert first is not None and first["type"] == "delta" and first["schema"] == SCHEMA_VERSION
+    assert set(first["tasks"]) == {"t1", "t2"}
+    assert model.take_delta() is None
+    model.apply(run(clock, "t2"))
+    second = model.take_delta()
+    assert second is not None and second["seq"] == first["seq"] + 1
+    assert set(second["tasks"]) == {"t2"} and second["tasks"]["t2"]["state"] == "finished"
+    assert set(second["objects"]) == {"t2.r"}
+
+
+def test_grouping_past_the_threshold(clock: Clock) -> None:
+    model = Model(clock=clock, group_threshold=10)
+    model.apply([submit(clock, f"a{i}", "f", submitter="c1") for i in range(6)])
+    model.apply([submit(clock, f"b{i}", "g", deps=(f"a{i}.r",), submitter="c2")
+                 for i in range(6)])
+    model.apply([ev.TaskFailed(clock(), "a0", "f", "ValueError", "no", 0.0, 11)])
+    model.apply(run(clock, "a1"))
+    switch = model.take_delta()
+    assert switch is not None and switch["type"] == "snapshot" and switch["grouped"]
+    assert list(switch["tasks"]) == ["a0"]  # only failed tasks stay individual
+    assert switch["objects"] == {}
+    counts = {g["name"]: (g["submitter"], g["counts"]) for g in switch["groups"].values()}
+    assert counts["f"] == ("c1", {"pending": 4, "running": 0, "finished": 1, "failed": 1})
+    assert counts["g"] == ("c2", {"pending": 6, "running": 0, "finished": 0, "failed": 0})
+    assert [e[2] for e in switch["group_edges"]] == [6]
+    model.apply(run(clock, "b1", "g"))
+    delta = model.take_delta()
+    assert delta is not None and delta["type"] == "delta" and delta["tasks"] == {}
+    assert [g["counts"]["finished"] for g in delta["groups"].values()] == [1]
+
+
+def stream(n: int, clock: Clock) -> Iterator[list[ev.Event]]:
+    """A run of ``n`` tasks in 3 functions from 2 cells, in batches like the dispatcher's."""
+    batch: list[ev.Event] = []
+    for i in range(n):
+        name, cell = ("load", "process", "reduce")[i % 3], f"cell-{i % 2}"
+        deps = (f"t{i - 1}.r",) if i else ()
+        batch.append(submit(clock, f"t{i}", name, deps=deps, submitter=cell))
+        if i >= 2:
+            batch.extend(run(clock, f"t{i - 2}", ("load", "process", "reduce")[(i - 2) % 3],
+                             pid=10 + i % 2))
+            batch.append(ev.ObjectFreed(clock(), f"t{i - 3}.r"))
+        if len(batch) >= 2_000:
+            yield batch
+            batch = []
+    yield batch
+
+
+@pytest.mark.timeout(60)
+def test_messages_of_a_100k_task_run_stay_small(clock: Clock) -> None:
+    model = Model(clock=clock)
+    sizes = []
+    for batch in stream(100_000, clock):
+        model.apply(batch)
+        delta = model.take_delta()
+        assert delta is not None
+        sizes.append(len(json.dumps(delta)))
+    assert model.grouped
+    assert max(sizes[-20:]) < 50_000, sizes[-20:]
+    assert len(json.dumps(model.snapshot())) < 50_000
+    totals = model.snapshot()["totals"]
+    assert totals["tasks"] == 100_000 and totals["finished"] == 99_998
