@@ -29,6 +29,21 @@ from .runtime import ObjectRef
 
 __version__ = "0.1.0"
 
+
+def load_ipython_extension(ip: object) -> None:
+    """``%load_ext nbdist``: the notebook layer is imported only here, so the engine stays free
+    of IPython and widgets for scripts."""
+    from .jupyter import load_ipython_extension as load
+
+    load(ip)
+
+
+def unload_ipython_extension(ip: object) -> None:
+    from .jupyter import unload_ipython_extension as unload
+
+    unload(ip)
+
+
 __all__ = [
     "ActorClass",
     "ActorHandle",

@@ -1,7 +1,7 @@
 """``nbdist install-kernel``: a kernelspec "Python 3 (nbdist)" that loads the extension at start.
 
 The spec runs this interpreter (``sys.executable``) with ipykernel and
-``--IPKernelApp.extensions=['nbdist.jupyter']``, so every notebook on that kernel has the magics,
+``--IPKernelApp.extensions=['nbdist']``, so every notebook on that kernel has the magics,
 output routing and widgets without a ``%load_ext`` cell. It is written with jupyter_client's
 ``KernelSpecManager.install_kernel_spec`` into the user's data directory (``user=True``), a
 ``prefix`` (e.g. a virtualenv's ``sys.prefix``), or the system-wide location.
@@ -14,7 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-EXTENSION = "nbdist.jupyter"
+EXTENSION = "nbdist"
 
 
 def kernel_json(display_name: str, python: str | None = None) -> dict[str, object]:

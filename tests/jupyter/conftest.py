@@ -16,7 +16,7 @@ from kernel_session import KernelSession, start_kernel, stop_kernel
 def _kernel_with_cluster() -> Iterator[KernelSession]:
     session = start_kernel()
     try:
-        session.ok("%load_ext nbdist.jupyter\n%nbdist start --num-cpus 2\nimport nbdist")
+        session.ok("%load_ext nbdist\n%nbdist start --num-cpus 2\nimport nbdist")
         yield session
     finally:
         stop_kernel(session)

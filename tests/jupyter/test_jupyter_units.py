@@ -61,7 +61,7 @@ def test_tracker_follows_a_task_through_its_states() -> None:
 def test_kernel_json_runs_this_python_with_the_extension() -> None:
     spec = kernelspec.kernel_json("Python 3 (nbdist)", python="/py")
     assert spec["argv"] == ["/py", "-m", "ipykernel_launcher", "-f", "{connection_file}",
-                            "--IPKernelApp.extensions=['nbdist.jupyter']"]
+                            "--IPKernelApp.extensions=['nbdist']"]
 
 
 def test_load_and_unload_in_a_plain_shell() -> None:

@@ -8,14 +8,14 @@ from __future__ import annotations
 import glob
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from jupyter_client import KernelManager
 from jupyter_client.kernelspec import KernelSpecManager
 from kernel_session import KernelSession, start_kernel, stop_kernel
-
-from nbdist.jupyter import kernelspec
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -76,7 +76,7 @@ def test_sigkilled_kernel_leaves_no_process_or_shared_memory() -> None:
     shm_before = set(glob.glob("/dev/shm/nbdist-*"))
     session = start_kernel()
     try:
-        session.ok("%load_ext nbdist.jupyter\n%nbdist start --num-cpus 2")
+        session.ok("%load_ext nbdist\n%nbdist start --num-cpus 2")
         session.ok("%%remote\ndef make(n):\n    return bytes(n)\n")
         session.ok("import nbdist\nbig = nbdist.put(bytes(4_000_000))\n"
                    "made = make.remote(4_000_000)\nlen(nbdist.get(made))")
@@ -94,7 +94,13 @@ def test_sigkilled_kernel_leaves_no_process_or_shared_memory() -> None:
 
 
 def test_kernelspec_loads_the_extension_at_start(tmp_path: Path) -> None:
-    spec_dir = kernelspec.install(name="nbdist-test", prefix=str(tmp_path))
+    # Through the command a user runs: `nbdist install-kernel --name ... --prefix ...`.
+    cli = Path(sys.executable).parent / "nbdist"
+    done = subprocess.run([str(cli), "install-kernel", "--name", "nbdist-test",
+                           "--prefix", str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    spec_dir = tmp_path / "share" / "jupyter" / "kernels" / "nbdist-test"
+    assert str(spec_dir) in done.stdout
     assert Path(spec_dir, "kernel.json").exists()
     ksm = KernelSpecManager(kernel_dirs=[str(Path(spec_dir).parent)])
     assert ksm.get_kernel_spec("nbdist-test").display_name == "Python 3 (nbdist)"
