@@ -69,6 +69,9 @@ class NodeDaemon:
         self.head: transport.Peer | None = None
         self.head_pending: dict[int, tuple[Client, int]] = {}
         self.head_token = 0
+        # Cluster queries that arrive while the head connection is still being made wait here.
+        self.head_waiting: list[tuple[Client, int, str, Any]] = []
+        self.head_lost = False
         self.res_dirty = False
         self.address = ""
         self.stopping = False
@@ -156,6 +159,7 @@ class NodeDaemon:
             "config": self.cfg.to_dict(),
             "resources": dict(self.state.total),
             "address": self.address,
+            "workers": [w.pid for w in self.state.workers.values()],
         }
 
     def on_messages(self, peer: transport.Peer, msgs: list[Any]) -> None:
@@ -240,8 +244,11 @@ class NodeDaemon:
             self.server.send(client.peer, (P.CONTROL_REPLY, req_id, True, snap))
             return
         if self.head is None:
-            self.server.send(client.peer, (P.CONTROL_REPLY, req_id, False,
-                                           "the head is not reachable from this node"))
+            if self.head_lost:
+                self.server.send(client.peer, (P.CONTROL_REPLY, req_id, False,
+                                               "the head is not reachable from this node"))
+            else:
+                self.head_waiting.append((client, req_id, op, args))
             return
         self._push_update()
         self.head_token += 1
@@ -260,6 +267,8 @@ class NodeDaemon:
         client = peer.info
         if client == "head":
             self.head = None
+            self.head_lost = True
+            self._fail_waiting()
             log.error("nbdist node: lost the head; cluster queries fail until it returns")
             return
         worker = self.worker_peers.pop(peer.fd, None)
@@ -312,6 +321,8 @@ class NodeDaemon:
         except OSError as exc:
             if time.monotonic() > deadline:
                 log.error("nbdist node: cannot reach the head at %s: %s", self.args.head, exc)
+                self.head_lost = True
+                self._fail_waiting()
                 self.server.stop()
                 return
             self.server.call_later(0.005, lambda: self.connect_head(deadline))
@@ -323,6 +334,17 @@ class NodeDaemon:
         info.update(self.state.snapshot())
         info["pid"] = self.node_pid
         self.server.send(peer, (P.NODE_REGISTER, info))
+        waiting, self.head_waiting = self.head_waiting, []
+        for client, req_id, op, args in waiting:
+            if client.peer is not None and not client.peer.closed:
+                self._control(client, req_id, op, args)
+
+    def _fail_waiting(self) -> None:
+        waiting, self.head_waiting = self.head_waiting, []
+        for client, req_id, _op, _args in waiting:
+            if client.peer is not None and not client.peer.closed:
+                self.server.send(client.peer, (P.CONTROL_REPLY, req_id, False,
+                                               "the head is not reachable from this node"))
 
     def parent_gone(self) -> None:
         try:

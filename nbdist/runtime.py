@@ -47,6 +47,7 @@ from .ids import IdSource, hex_id
 log = logging.getLogger(__name__)
 
 FLUSH_S = 0.02
+PROGRESS_S = 0.05  # a pending get/wait reports progress at most this often
 _T = time.time
 
 
@@ -73,11 +74,16 @@ class _Dep:
 
 
 class _Waiter:
-    __slots__ = ("remaining", "event")
+    __slots__ = ("remaining", "event", "wait_id", "need", "base", "total", "last")
 
     def __init__(self, remaining: int) -> None:
         self.remaining = remaining
         self.event = threading.Event()
+        self.wait_id = 0  # set for a driver's get/wait: progress is published (rate-limited)
+        self.need = remaining
+        self.base = 0
+        self.total = 0
+        self.last = 0.0
 
 
 class ObjectRef:
@@ -186,6 +192,14 @@ class CoreClient:
         """Start receiving. Without a reader thread (workers), threads that need messages
         read them themselves, one at a time (`pump`)."""
         self.self_read = not reader_thread
+        if self.mode == P.KIND_DRIVER:
+            # The node and its worker pool were up before this driver joined.
+            now = _T()
+            info = self.info
+            self.publish(ev.NodeUp(now, self.node_id, info.get("address", ""),
+                                   dict(info.get("resources", {}))))
+            for pid in info.get("workers", ()):
+                self.publish(ev.WorkerUp(now, self.node_id, pid))
         if reader_thread:
             self.conn.start()
         self._flusher.start()
@@ -417,9 +431,16 @@ class CoreClient:
             self._requested.update(ask)
             self.send([(P.GET_REQ, ask)])
 
-    def _block(self, oids: list[int], need: int, timeout: float | None) -> bool:
-        """Wait until ``need`` of ``oids`` are in the cache; False on timeout."""
+    def _block(self, oids: list[int], need: int, timeout: float | None,
+               progress: tuple[int, int, int] | None = None) -> bool:
+        """Wait until ``need`` of ``oids`` are in the cache; False on timeout.
+
+        ``progress`` = (wait_id, ready before, total): publish `WaitProgress` as values arrive,
+        at most every `PROGRESS_S`."""
         waiter = _Waiter(need)
+        if progress is not None:
+            waiter.wait_id, waiter.base, waiter.total = progress
+            waiter.last = time.monotonic()
         with self._lock:
             cache = self._cache
             for oid in oids:
@@ -459,7 +480,8 @@ class CoreClient:
                 wait_id = next(self._wait_ids)
                 self.publish(ev.WaitBegun(_T(), wait_id, "get", tuple(hex_id(o) for o in oids),
                                           len(oids), len(oids) - len(missing), self._tag()))
-            ok = self._block(missing, len(missing), timeout)
+            ok = self._block(missing, len(missing), timeout,
+                             (wait_id, len(oids) - len(missing), len(oids)) if wait_id else None)
             if wait_id:
                 ready = sum(1 for o in oids if o in cache)
                 self.publish(ev.WaitDone(_T(), wait_id, ready, len(oids), not ok))
@@ -489,7 +511,8 @@ class CoreClient:
                                           tuple(r.hex() for r in refs), num_returns, ready_now,
                                           self._tag()))
             missing = [r.id for r in refs if r.id not in cache]
-            ok = self._block(missing, num_returns - ready_now, timeout)
+            ok = self._block(missing, num_returns - ready_now, timeout,
+                             (wait_id, ready_now, len(refs)) if wait_id else None)
             if wait_id:
                 n_ready = sum(1 for r in refs if r.id in cache)
                 self.publish(ev.WaitDone(_T(), wait_id, n_ready, len(refs), not ok))
@@ -551,6 +574,12 @@ class CoreClient:
                 w.remaining -= 1
                 if w.remaining <= 0:
                     w.event.set()
+                elif w.wait_id:
+                    now = time.monotonic()
+                    if now - w.last >= PROGRESS_S:
+                        w.last = now
+                        self.publish(ev.WaitProgress(_T(), w.wait_id,
+                                                     w.base + w.need - w.remaining, w.total))
 
     def _on_messages(self, msgs: list[Any]) -> None:
         for msg in msgs:

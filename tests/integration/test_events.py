@@ -200,3 +200,33 @@ def test_task_output_reaches_driver_with_prefix(capfd, wait_until) -> None:
     out, err = ansi.sub("", seen["out"]), ansi.sub("", seen["err"])
     assert f"(ev_print pid={pid}) out {token}" in out
     assert f"(ev_print pid={pid}) err {token}" in err
+
+
+@nbdist.remote
+def ev_staggered(seconds: float) -> float:
+    import time
+
+    time.sleep(seconds)
+    return seconds
+
+
+def test_get_reports_progress_while_values_arrive(collector, wait_until) -> None:
+    refs = [ev_staggered.remote(0.2 * (i + 1)) for i in range(3)]
+    assert nbdist.get(refs) == [0.2, 0.4, 0.6000000000000001]
+    ids = {_as_int(r.hex()) for r in refs}
+    (begun,) = wait_until(
+        lambda: [e for e in collector.of("wait_begun", call="get")
+                 if {_as_int(o) for o in e.object_ids} == ids],
+        what="a wait_begun event for the get",
+    )
+    progress = wait_until(
+        lambda: collector.of("wait_progress", wait_id=begun.wait_id),
+        what="wait_progress events while the values arrive",
+    )
+    readies = [p.ready for p in progress]
+    assert readies == sorted(readies) and set(readies) <= {1, 2}
+    assert all(p.total == 3 for p in progress)
+    (done,) = wait_until(lambda: collector.of("wait_done", wait_id=begun.wait_id),
+                         what="the get's wait_done")
+    assert done.ready == 3
+

@@ -352,3 +352,45 @@ def test_shutdown_then_init_again() -> None:
     nbdist.init(num_cpus=2)
     assert nbdist.cluster_resources()["CPU"] == 2
     assert nbdist.get(triple.remote(2)) == 6
+
+
+@pytest.mark.nbdist_only
+@pytest.mark.usefixtures("no_cluster")
+def test_a_new_driver_hears_of_the_node_and_its_initial_workers(wait_until) -> None:
+    from nbdist import events
+
+    seen: list = []
+    unsubscribe = events.subscribe(seen.extend)
+
+    def of(kind: str, node_id: str) -> list:
+        return [e for e in list(seen) if e.kind == kind and e.node_id == node_id]
+
+    try:
+        nbdist.init(num_cpus=2)
+        node_id = nbdist.get_runtime_context().get_node_id()
+        (up,) = wait_until(lambda: of("node_up", node_id=node_id),
+                           what="node_up for the local node")
+        assert up.resources["CPU"] == 2.0
+        workers = wait_until(lambda: len(of("worker_up", node_id=node_id)) >= 2
+                             and of("worker_up", node_id=node_id),
+                             what="worker_up for both pool workers")
+        pids = {w.worker_pid for w in workers}
+        assert len(pids) >= 2 and os.getpid() not in pids
+        for pid in pids:
+            os.kill(pid, 0)  # these are live processes
+    finally:
+        unsubscribe()
+        nbdist.shutdown()
+
+
+@pytest.mark.usefixtures("no_cluster")
+def test_cluster_queries_right_after_init_wait_for_the_head() -> None:
+    # The node daemon reports ready before its connection to the head is made; queries sent in
+    # that window wait for the head instead of failing.
+    for i in range(4):
+        nbdist.init(num_cpus=1, namespace=f"early-{i}")
+        try:
+            assert nbdist.nodes()[0]["Alive"]
+            assert nbdist.cluster_resources()["CPU"] == 1.0
+        finally:
+            nbdist.shutdown()
