@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import config as config_mod
+from . import protocol as P
 from . import runtime
 from .actor import ActorClass, ActorHandle, _rebuild_handle
 from .cluster import LocalCluster
@@ -52,12 +53,15 @@ def init(address: str | None = None, *, num_cpus: float | None = None,
          object_store_memory: int | None = None, namespace: str | None = None,
          ignore_reinit_error: bool = False, log_to_driver: bool = True,
          **kwargs: Any) -> ClusterInfo:
-    """Start a local cluster (head, node daemon, workers) and make this process its driver.
+    """Start a local cluster (head, node daemon, workers) and make this process its driver;
+    with ``address="HOST:PORT"`` (or ``"auto"``) attach to a cluster started with
+    ``nbdist start`` instead, through its node on this machine (the token comes from
+    $NBDIST_TOKEN or from the ``start`` on this machine).
 
     ``num_cpus`` defaults to the machine's cores; ``num_gpus`` to 0 (declare GPUs to use them);
     ``resources`` adds custom logical resources; ``object_store_memory`` (bytes) bounds the
     shared-memory store (default 30% of RAM)."""
-    global _cluster, _namespace, _info
+    global _cluster
     unknown = sorted(set(kwargs) - _INIT_IGNORED)
     if unknown:
         raise TypeError(
@@ -74,9 +78,16 @@ def init(address: str | None = None, *, num_cpus: float | None = None,
         if runtime._client is not None:
             _shutdown_locked()
         if address not in (None, "local"):
-            raise ClusterError(
-                f"Attaching to a running cluster ({address!r}) is not available in this "
-                "version; call init() without an address to start a local cluster.")
+            if num_cpus is not None or num_gpus is not None or resources is not None or (
+                    object_store_memory is not None):
+                raise ValueError(
+                    "When attaching to a running cluster (address=...), resources are the "
+                    "cluster's: do not pass num_cpus, num_gpus, resources or "
+                    "object_store_memory; give them to `nbdist start` instead.")
+            client = _attach(address)
+            runtime.set_client(client)
+            client.start()
+            return _joined(client, namespace, client.info.get("head", ""), "")
         if resources is not None and ({"CPU", "GPU"} & set(resources)):
             raise ValueError("Pass num_cpus / num_gpus, not resources={'CPU'|'GPU': ...}.")
         cfg = config_mod.load({"object_store_memory": object_store_memory,
@@ -92,17 +103,43 @@ def init(address: str | None = None, *, num_cpus: float | None = None,
         _cluster = cluster
         runtime.set_client(client)
         client.start()
-        _namespace = namespace or ""
-        if namespace:
-            client.control("kv_put", (f"job_namespace:{client.job}", namespace))
-        _info = {
-            "address": cluster.node_address,
-            "node_id": client.node_id,
-            "session_dir": cluster.session_dir,
-            "namespace": _namespace,
-            "job_id": hex_id(client.job),
-        }
-        return ClusterInfo(_info)
+        return _joined(client, namespace, cluster.node_address, cluster.session_dir)
+
+
+def _joined(client: runtime.CoreClient, namespace: str | None, address: str,
+            session_dir: str) -> ClusterInfo:
+    global _namespace, _info
+    _namespace = namespace or ""
+    if namespace:
+        client.control("kv_put", (f"job_namespace:{client.job}", namespace))
+    _info = {
+        "address": address,
+        "node_id": client.node_id,
+        "session_dir": session_dir,
+        "namespace": _namespace,
+        "job_id": hex_id(client.job),
+    }
+    return ClusterInfo(_info)
+
+
+def _attach(address: str) -> runtime.CoreClient:
+    """Become a driver of the running cluster whose head is at ``address`` ("HOST:PORT", or
+    "auto" for the one started on this machine), through a node on this machine."""
+    from . import standalone, transport
+    from .cluster import hello
+
+    head = standalone.auto_address() if address == "auto" else standalone.head_address(address)
+    secret = standalone.find_token(head)
+    node = standalone.pick_local_node(standalone.head_request(head, secret, "nodes"))
+    where = standalone.node_connect_address(node)
+    try:
+        sock = transport.connect(where, secret)
+    except OSError as exc:
+        raise ClusterError(f"Cannot reach this machine's nbdist node at "
+                           f"{standalone.display_address(where)}: {exc}.") from None
+    client = hello(sock, P.KIND_DRIVER)
+    client.info["head"] = standalone.display_address(head)
+    return client
 
 
 def _auto_init() -> runtime.CoreClient:

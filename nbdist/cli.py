@@ -9,10 +9,21 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] in ("-h", "--help"):
         print("usage: nbdist <command> [options]\n\ncommands:\n"
+              "  start            start a cluster head (--head) or join one (--address)\n"
+              "  stop             stop what `nbdist start` started on this machine\n"
+              "  status           the cluster's nodes, workers, resources and object store\n"
               "  install-kernel   install the Jupyter kernel \"Python 3 (nbdist)\"\n"
               "  microbenchmark   measure nbdist (and, with --compare ray, Ray) side by side")
         return 0
     command, rest = argv[0], argv[1:]
+    if command in ("start", "stop", "status"):
+        from .exceptions import ClusterError
+
+        try:
+            return {"start": _start, "stop": _stop, "status": _status}[command](rest)
+        except (ClusterError, ValueError) as exc:
+            print(f"nbdist {command}: {exc}", file=sys.stderr)
+            return 1
     if command == "install-kernel":
         return _install_kernel(rest)
     if command == "microbenchmark":
@@ -21,6 +32,119 @@ def main(argv: list[str] | None = None) -> int:
         return microbenchmark.main(rest)
     print(f"nbdist: unknown command {command!r}; see 'nbdist --help'", file=sys.stderr)
     return 2
+
+
+def _resources_arg(text: str | None) -> dict[str, float] | None:
+    import json
+
+    if not text:
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"--resources must be a JSON object, e.g. '{{\"disk\": 2}}': {exc}"
+                         ) from None
+    if not isinstance(data, dict) or not all(isinstance(v, (int, float)) for v in data.values()):
+        raise ValueError("--resources must be a JSON object of numbers, e.g. '{\"disk\": 2}'")
+    return {str(k): float(v) for k, v in data.items()}
+
+
+def _start(argv: list[str]) -> int:
+    import argparse
+
+    from . import standalone
+
+    parser = argparse.ArgumentParser(
+        prog="nbdist start",
+        description="Start a cluster head and a node on this machine (--head), or a node that "
+                    "joins a running cluster (--address). The daemons keep running after this "
+                    "command returns; `nbdist stop` ends them.")
+    role = parser.add_mutually_exclusive_group(required=True)
+    role.add_argument("--head", action="store_true", help="start a head and a node")
+    role.add_argument("--address", metavar="HOST:PORT", help="the head of the cluster to join")
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="address to listen on (default: 127.0.0.1, this machine only; "
+                             "use this machine's address or 0.0.0.0 to let others connect)")
+    parser.add_argument("--port", type=int, default=standalone.DEFAULT_PORT,
+                        help=f"head port (default: {standalone.DEFAULT_PORT}; 0 picks a free one)")
+    parser.add_argument("--token", help="the cluster token, when joining from another machine "
+                                        "(or set NBDIST_TOKEN)")
+    parser.add_argument("--num-cpus", type=float, help="logical CPUs (default: all cores)")
+    parser.add_argument("--num-gpus", type=float, help="logical GPUs (default: 0)")
+    parser.add_argument("--resources", help='custom resources as JSON, e.g. \'{"disk": 2}\'')
+    parser.add_argument("--object-store-memory", type=int, metavar="BYTES",
+                        help="object store capacity (default: 30%% of RAM)")
+    args = parser.parse_args(argv)
+    resources = _resources_arg(args.resources)
+    common = {"num_cpus": args.num_cpus, "num_gpus": args.num_gpus, "resources": resources,
+              "object_store_memory": args.object_store_memory}
+    if args.head:
+        session = standalone.start_head(args.host, args.port, **common)
+        address = standalone.display_address(session.head)
+        print(f"nbdist head started at {address} (head pid {session.pids[0]}, node pid "
+              f"{session.node_pid}); files and logs in {session.path}")
+        print("\nTo add a node on another machine:\n"
+              f"    nbdist start --address {address} --token {session.token}")
+        print("On this machine the token is found without --token:\n"
+              f"    nbdist start --address {address}")
+        print(f"\nTo attach a driver on a machine with a node:\n"
+              f"    nbdist.init(address=\"{address}\")      # or: %nbdist start --address "
+              f"{address}")
+        print("\nTo stop what was started on this machine:  nbdist stop")
+        return 0
+    session = standalone.start_node(args.address, token=args.token, host=args.host, **common)
+    print(f"nbdist node started (pid {session.node_pid}) and joined the cluster at "
+          f"{standalone.display_address(session.head)}; logs in {session.path}")
+    return 0
+
+
+def _stop(argv: list[str]) -> int:
+    import argparse
+
+    from . import standalone
+
+    parser = argparse.ArgumentParser(
+        prog="nbdist stop", description="Stop the heads and nodes `nbdist start` started on this "
+                                        "machine (all of them, or one cluster's).")
+    parser.add_argument("--address", metavar="HOST:PORT", help="only this cluster's processes")
+    args = parser.parse_args(argv)
+    done = standalone.stop_all(args.address)
+    if not done:
+        print("nbdist stop: nothing started by `nbdist start` runs on this machine")
+        return 0
+    for session in done:
+        print(f"stopped the {session.role} of {standalone.display_address(session.head)}")
+    return 0
+
+
+def _status(argv: list[str]) -> int:
+    import argparse
+    import json
+
+    from . import standalone
+
+    parser = argparse.ArgumentParser(
+        prog="nbdist status", description="Show the cluster's nodes (from its head).")
+    parser.add_argument("--address", metavar="HOST:PORT",
+                        help="the cluster's head (default: the cluster started on this machine)")
+    parser.add_argument("--token", help="the cluster token (or NBDIST_TOKEN)")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    args = parser.parse_args(argv)
+    info = standalone.status(args.address, args.token)
+    if args.json:
+        print(json.dumps(info, indent=1, sort_keys=True))
+        return 0
+    print(f"cluster at {info['address']}: {sum(n['alive'] for n in info['nodes'])} node(s) alive")
+    for n in info["nodes"]:
+        res = ", ".join(f"{k} {n['resources_free'].get(k, 0):g}/{v:g}"
+                        for k, v in sorted(n["resources_total"].items())
+                        if k not in ("memory", "object_store_memory"))
+        used = n["object_store_used"] / 2**20
+        cap = n["object_store_capacity"] / 2**20
+        print(f"  node {n['node_id']}  {'alive' if n['alive'] else 'DEAD '}  {n['address']}  "
+              f"pid {n['pid']}  workers {n['workers']}  free/total: {res}  "
+              f"store {used:.1f}/{cap:.0f} MiB")
+    return 0
 
 
 def _install_kernel(argv: list[str]) -> int:

@@ -34,6 +34,9 @@ class Head:
         self.names: dict[tuple[str, str], tuple[int, bytes]] = {}
         self.kv: dict[str, Any] = {}
         self.started = time.time()
+        # Node index 1 is the node started together with the head; joining nodes ask for theirs
+        # (it is the high part of every id their processes make, so it must be unique).
+        self.next_node_index = 2
 
     def on_messages(self, peer: transport.Peer, msgs: list[Any]) -> None:
         for msg in msgs:
@@ -44,6 +47,9 @@ class Head:
                 self.nodes[info["node_id"]] = info
                 self.node_peers[peer.fd] = info["node_id"]
                 peer.info = info["node_id"]
+                self.next_node_index = max(self.next_node_index, info["node_index"] + 1)
+                log.info("node %s joined from %s (pid %s)", info["node_id"],
+                         info.get("address", "?"), info.get("pid", "?"))
             elif op == P.NODE_UPDATE:
                 node = self.nodes.get(peer.info)
                 if node is not None:
@@ -61,6 +67,13 @@ class Head:
     def handle(self, op: str, args: Any) -> Any:
         if op == "nodes":
             return [dict(n) for n in self.nodes.values()]
+        if op == "alloc_node_index":
+            index = self.next_node_index
+            self.next_node_index += 1
+            return index
+        if op == "head_info":
+            return {"started": self.started, "pid": os.getpid(),
+                    "nodes": sum(1 for n in self.nodes.values() if n["alive"])}
         if op == "cluster_resources":
             return _sum(n["total"] for n in self.nodes.values() if n["alive"])
         if op == "available_resources":
@@ -98,6 +111,7 @@ class Head:
         node_id = self.node_peers.pop(peer.fd, None)
         if node_id is not None and node_id in self.nodes:
             self.nodes[node_id]["alive"] = False
+            log.warning("node %s left", node_id)
 
 
 def _sum(dicts: Any) -> dict[str, float]:
@@ -112,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="nbdist-head")
     p.add_argument("--listen", required=True)
     p.add_argument("--parent-fd", type=int, default=-1)
+    p.add_argument("--ready-file", default="")
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s head %(levelname)s %(message)s")
     if os.environ.pop("NBDIST_DEATHSIG", "1") == "1":
@@ -123,6 +138,10 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     lsock = transport.listen(args.listen)
     head.server.add_listener(lsock)
+    if args.ready_file:
+        with open(args.ready_file + ".tmp", "w") as f:
+            f.write(transport.bound_address(lsock))
+        os.replace(args.ready_file + ".tmp", args.ready_file)
 
     def parent_gone() -> None:
         try:

@@ -83,3 +83,15 @@ def remove_shm_of(shm_dir: str, node_pid: int) -> int:
                 os.unlink(os.path.join(shm_dir, name))
                 removed += 1
     return removed
+
+
+def boot_id() -> str:
+    """Identifies this machine's running kernel: processes with the same boot id share
+    /dev/shm (one machine), whatever their network addresses."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip()
+    except OSError:
+        import socket
+
+        return socket.gethostname()

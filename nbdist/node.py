@@ -74,7 +74,9 @@ class NodeDaemon:
         self.head_lost = False
         self.res_dirty = False
         self.address = ""
+        self.local_address = ""
         self.stopping = False
+        self.exit_code = 0
 
     # ---------------------------------------------------------------- NodeIO
     def send(self, client: Client, msg: tuple) -> None:
@@ -159,6 +161,9 @@ class NodeDaemon:
             "config": self.cfg.to_dict(),
             "resources": dict(self.state.total),
             "address": self.address,
+            "local_address": self.local_address,
+            "hostname": socket.gethostname(),
+            "boot_id": lifetime.boot_id(),
             "workers": [w.pid for w in self.state.workers.values()],
         }
 
@@ -318,10 +323,20 @@ class NodeDaemon:
         deadline = deadline or time.monotonic() + 30.0
         try:
             sock = transport.connect(self.args.head, self.secret)
+        except transport.TransportError as exc:
+            # Reached the head, but the handshake failed: retrying cannot help.
+            log.error("nbdist node: the head at %s refused this node: %s. Pass the cluster's "
+                      "token (--token or NBDIST_TOKEN).", self.args.head, exc)
+            self.head_lost = True
+            self.exit_code = 3
+            self._fail_waiting()
+            self.server.stop()
+            return
         except OSError as exc:
             if time.monotonic() > deadline:
                 log.error("nbdist node: cannot reach the head at %s: %s", self.args.head, exc)
                 self.head_lost = True
+                self.exit_code = 3
                 self._fail_waiting()
                 self.server.stop()
                 return
@@ -367,13 +382,17 @@ class NodeDaemon:
                 pass
         lifetime.remove_shm_of(self.shm_dir, self.node_pid)
         self.server.close()
-        if self.address.startswith("unix:"):
-            unlink_file(self.address[5:])
+        for where in (self.address, self.local_address):
+            if where.startswith("unix:"):
+                unlink_file(where[5:])
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="nbdist-node")
-    p.add_argument("--listen", required=True, help="unix:/path or tcp:host:port")
+    p.add_argument("--listen", required=True, action="append",
+                   help="unix:/path or tcp:host:port (repeat to listen on more than one; the "
+                        "first is the address the node announces, a unix: one serves local "
+                        "drivers)")
     p.add_argument("--head", required=True)
     p.add_argument("--num-cpus", type=float, default=os.cpu_count() or 1)
     p.add_argument("--num-gpus", type=float, default=0)
@@ -398,9 +417,14 @@ def main(argv: list[str] | None = None) -> int:
     daemon = NodeDaemon(args, secret, cfg)
     signal.signal(signal.SIGTERM, lambda *_: daemon.server.stop())
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    lsock = transport.listen(args.listen)
-    daemon.address = transport.bound_address(lsock)
-    daemon.server.add_listener(lsock)
+    for i, where in enumerate(args.listen):
+        lsock = transport.listen(where)
+        bound = transport.bound_address(lsock)
+        if i == 0:
+            daemon.address = bound
+        if bound.startswith("unix:"):
+            daemon.local_address = bound
+        daemon.server.add_listener(lsock)
     if args.parent_fd >= 0:
         daemon.server.add_reader(args.parent_fd, daemon.parent_gone)
     # Pages shared with forked workers stay shared if the collector does not touch them.
@@ -416,7 +440,7 @@ def main(argv: list[str] | None = None) -> int:
         daemon.server.run()
     finally:
         daemon.shutdown()
-    return 0
+    return daemon.exit_code
 
 
 if __name__ == "__main__":

@@ -369,6 +369,16 @@ class Server:
         self.running = True
         self._next_peer_id = 1
         self.on_iteration: Callable[[], None] | None = None
+        # `stop` may be called from a signal handler: a byte on this pipe ends the select
+        # (Python retries a select that a handled signal interrupted).
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self.sel.register(self._wake_r, selectors.EVENT_READ, ("fd", self._drain_wake))
+
+    def _drain_wake(self) -> None:
+        with contextlib.suppress(OSError):
+            os.read(self._wake_r, 4096)
 
     # -- registration --
     def add_listener(self, sock: socket.socket) -> None:
@@ -469,6 +479,8 @@ class Server:
 
     def stop(self) -> None:
         self.running = False
+        with contextlib.suppress(OSError):
+            os.write(self._wake_w, b"x")
 
     def _accept(self, lsock: socket.socket) -> None:
         while True:
@@ -564,3 +576,6 @@ class Server:
                 sock.close()
         with contextlib.suppress(Exception):
             self.sel.close()
+        for fd in (self._wake_r, self._wake_w):
+            with contextlib.suppress(OSError):
+                os.close(fd)

@@ -1,0 +1,181 @@
+"""Clusters started with the ``nbdist`` command: start --head, start --address, status, stop,
+and drivers attaching with ``init(address=...)``.
+
+Each test gets its own state directory (NBDIST_STATE_DIR), so what it starts is found and
+stopped by ``nbdist stop`` without touching anything else on the machine; the fixture stops
+whatever is left even when the test fails.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.timeout(120), pytest.mark.nbdist_only]
+
+NBDIST = str(Path(sys.executable).parent / "nbdist")
+
+
+class Cli:
+    def __init__(self, state: Path) -> None:
+        self.env = dict(os.environ, NBDIST_STATE_DIR=str(state))
+        self.env.pop("NBDIST_TOKEN", None)
+        self.state = state
+
+    def run(self, *args: str, ok: bool = True, env: dict[str, str] | None = None,
+            ) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run([NBDIST, *args], capture_output=True, text=True, timeout=60,
+                              env={**self.env, **(env or {})})
+        if ok:
+            assert done.returncode == 0, f"nbdist {' '.join(args)} failed:\n{done.stderr}"
+        return done
+
+    def status(self, *args: str) -> dict:
+        return json.loads(self.run("status", "--json", *args).stdout)
+
+    def python(self, code: str, env: dict[str, str] | None = None,
+               ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                              text=True, timeout=90, env={**self.env, **(env or {})})
+
+    def pids(self) -> set[int]:
+        out = set()
+        for path in self.state.glob("*/session.json"):
+            out.update(json.loads(path.read_text())["pids"])
+        return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> Iterator[Cli]:
+    c = Cli(tmp_path / "state")
+    try:
+        yield c
+    finally:
+        pids = c.pids()
+        subprocess.run([NBDIST, "stop"], env=c.env, capture_output=True, timeout=60)
+        for pid in pids:  # never leave a daemon behind, even if `stop` is what broke
+            if _alive(pid):
+                os.kill(pid, 9)
+
+
+def _start_head(cli: Cli, *args: str) -> str:
+    out = cli.run("start", "--head", "--port", "0", *args).stdout
+    address = cli.status()["address"]
+    assert f"nbdist start --address {address} --token " in out  # the exact join command
+    return address
+
+
+def test_head_node_join_status_attach_and_stop(cli: Cli) -> None:
+    shm_before = set(glob.glob("/dev/shm/nbdist-*"))
+    address = _start_head(cli, "--num-cpus", "2", "--resources", '{"alpha": 1}')
+    assert address.startswith("127.0.0.1:")  # loopback unless --host says otherwise
+    joined = cli.run("start", "--address", address, "--num-cpus", "1",
+                     "--resources", '{"beta": 2}')
+    assert "joined the cluster" in joined.stdout
+
+    info = cli.status("--address", address)
+    assert info["version"] == 1 and len(info["nodes"]) == 2
+    keys = {"node_id", "address", "hostname", "pid", "alive", "resources_total",
+            "resources_free", "workers", "tasks", "actors", "objects", "object_store_used",
+            "object_store_capacity"}
+    for node in info["nodes"]:
+        assert keys <= set(node) and node["alive"] and _alive(node["pid"])
+    totals = sorted((n["resources_total"]["CPU"], n["workers"]) for n in info["nodes"])
+    assert totals == [(1.0, 1), (2.0, 2)]
+    assert "beta" in info["nodes"][1]["resources_total"]
+    text = cli.run("status").stdout
+    assert "2 node(s) alive" in text
+
+    driver = cli.python(f"""
+        import nbdist
+        info = nbdist.init(address={address!r})
+        @nbdist.remote
+        def where(x):
+            return x * 2, nbdist.get_runtime_context().get_node_id()
+        results = nbdist.get([where.remote(i) for i in range(6)])
+        assert [r[0] for r in results] == [0, 2, 4, 6, 8, 10]
+        nodes = nbdist.nodes()
+        print(len(nodes), nbdist.cluster_resources()["CPU"], results[0][1] in
+              {{n["NodeID"] for n in nodes}})
+        nbdist.shutdown()
+    """)
+    assert driver.returncode == 0, driver.stderr
+    assert driver.stdout.split() == ["2", "3.0", "True"]
+
+    # A driver that leaves does not stop the cluster: a second one attaches with "auto".
+    again = cli.python("""
+        import nbdist
+        nbdist.init(address="auto")
+        print(nbdist.get(nbdist.put(41)) + 1)
+    """)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.strip() == "42"
+
+    pids = cli.pids()
+    assert len(pids) == 3 and all(_alive(p) for p in pids)
+    stopped = cli.run("stop").stdout
+    assert "stopped the head" in stopped and "stopped the node" in stopped
+    for pid in pids:
+        assert not _alive(pid)
+    assert not list(cli.state.iterdir())
+    assert not set(glob.glob("/dev/shm/nbdist-*")) - shm_before
+    assert "nothing started" in cli.run("stop").stdout
+
+
+def test_token_file_is_private_and_a_wrong_token_is_refused(cli: Cli) -> None:
+    address = _start_head(cli, "--num-cpus", "1")
+    (session,) = [p for p in cli.state.iterdir() if p.name.startswith("head-")]
+    assert stat.S_IMODE(cli.state.stat().st_mode) == 0o700
+    assert stat.S_IMODE((session / "token").stat().st_mode) == 0o600
+    token = (session / "token").read_text().strip()
+    assert len(token) == 64
+
+    bad = "ab" * 32
+    refused = cli.run("start", "--address", address, "--token", bad, ok=False)
+    assert refused.returncode == 1
+    assert "wrong cluster token" in refused.stderr
+    refused = cli.run("status", "--address", address, ok=False, env={"NBDIST_TOKEN": bad})
+    assert refused.returncode == 1 and "wrong cluster token" in refused.stderr
+    driver = cli.python(f"import nbdist\nnbdist.init(address={address!r})",
+                        env={"NBDIST_TOKEN": bad})
+    assert driver.returncode != 0 and "wrong cluster token" in driver.stderr
+
+    # Nothing was added, and the cluster still serves the right token.
+    info = cli.status("--address", address)
+    assert len(info["nodes"]) == 1
+    ok = cli.run("start", "--address", address, "--token", token, "--num-cpus", "1")
+    assert "joined" in ok.stdout
+    assert len(cli.status()["nodes"]) == 2
+
+
+def test_clear_errors(cli: Cli) -> None:
+    nothing = cli.run("status", ok=False)
+    assert nothing.returncode == 1 and "no running cluster" in nothing.stderr
+    attach = cli.python("import nbdist\nnbdist.init(address='auto')")
+    assert attach.returncode != 0 and "no running cluster" in attach.stderr
+    unreachable = cli.run("start", "--address", "127.0.0.1:1", "--token", "ab" * 32, ok=False)
+    assert unreachable.returncode == 1 and "Cannot reach" in unreachable.stderr
+    bad_json = cli.run("start", "--head", "--resources", "{oops", ok=False)
+    assert bad_json.returncode == 1 and "--resources must be a JSON object" in bad_json.stderr
+    assert not list(cli.state.iterdir())  # nothing half-started is left behind
+    address = _start_head(cli, "--num-cpus", "1")
+    both = cli.python(f"import nbdist\nnbdist.init(address={address!r}, num_cpus=4)")
+    assert both.returncode != 0 and "do not pass num_cpus" in both.stderr
+    assert "stopped the head" in cli.run("stop").stdout
