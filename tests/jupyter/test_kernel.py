@@ -48,6 +48,18 @@ def test_nested_task_output_goes_to_the_submitting_cell(shared_kernel: KernelSes
     k.wait_for(lambda: "from the nested task" in k.text_for(cell), 20, "the nested print")
 
 
+def test_actor_method_output_goes_to_the_calling_cell(shared_kernel: KernelSession) -> None:
+    k = shared_kernel
+    k.ok("%%remote\nclass Talker:\n    def say(self, text):\n        print('actor says', text)\n"
+         "        return len(text)\n")
+    k.ok("talker = Talker.remote()\nnbdist.get(talker.say.remote('warm-up'))")
+    _, cell = k.execute("nbdist.get(talker.say.remote('hello from the actor'))")
+    k.wait_for(lambda: "actor says hello from the actor" in k.text_for(cell), 20,
+               "the actor's print in the calling cell")
+    _, other = k.execute("print('quiet cell')")
+    assert "hello from the actor" not in k.text_for(other)
+
+
 def test_remote_value_error_shows_as_value_error_with_the_cells_line(
         shared_kernel: KernelSession) -> None:
     k = shared_kernel

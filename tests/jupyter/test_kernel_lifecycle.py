@@ -93,6 +93,34 @@ def test_sigkilled_kernel_leaves_no_process_or_shared_memory() -> None:
         stop_kernel(session)
 
 
+def test_kernel_restart_ends_the_cluster_and_the_notebook_runs_again() -> None:
+    shm_before = set(glob.glob("/dev/shm/nbdist-*"))
+    session = start_kernel()
+    try:
+        setup = ["%load_ext nbdist\n%nbdist start --num-cpus 2",
+                 "%%remote\ndef make(n):\n    return bytes(n)\n"]
+        work = ("import nbdist\nbig = nbdist.put(bytes(4_000_000))\n"
+                "print(len(nbdist.get(make.remote(3_000_000))))")
+        for cell in setup:
+            session.ok(cell)
+        assert session.ok(work).strip() == "3000000"
+        old_kernel = session.km.provisioner.process.pid  # type: ignore[union-attr]
+        cluster = _descendants(old_kernel)
+        assert len(cluster) >= 3, "expected head, node daemon and workers under the kernel"
+        session.km.restart_kernel(now=False)  # a graceful restart, as the Restart button
+        session.wait_for(lambda: not any(_alive(p) for p in cluster), 5,
+                         f"cluster processes {sorted(p for p in cluster if _alive(p))} to exit")
+        session.wait_for(lambda: not set(glob.glob("/dev/shm/nbdist-*")) - shm_before, 5,
+                         "the cluster's /dev/shm files to be removed")
+        # Running the same cells again works on the restarted kernel.
+        session.client.wait_for_ready(timeout=60)
+        for cell in setup:
+            session.ok(cell)
+        assert session.ok(work).strip() == "3000000"
+    finally:
+        stop_kernel(session)
+
+
 def test_kernelspec_loads_the_extension_at_start(tmp_path: Path) -> None:
     # Through the command a user runs: `nbdist install-kernel --name ... --prefix ...`.
     cli = Path(sys.executable).parent / "nbdist"
