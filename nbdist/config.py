@@ -30,6 +30,9 @@ class Config:
     max_extra_workers: int = 64
     # Worker stdout/stderr is printed on the driver with a "(name pid=N)" prefix.
     log_to_driver: bool = True
+    # In a cluster nodes can join (`nbdist start`), a task that no node has the resources for
+    # waits this long for one before it fails (a local cluster fails it at once).
+    infeasible_wait_s: float = 5.0
     # Events kept for late subscribers and timelines.
     event_buffer: int = 200_000
 

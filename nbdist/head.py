@@ -23,6 +23,8 @@ from . import protocol as P
 
 log = logging.getLogger("nbdist.head")
 
+VIEW_S = 0.05
+
 
 class Head:
     def __init__(self, secret: bytes, cfg: config_mod.Config) -> None:
@@ -37,6 +39,8 @@ class Head:
         # Node index 1 is the node started together with the head; joining nodes ask for theirs
         # (it is the high part of every id their processes make, so it must be unique).
         self.next_node_index = 2
+        self.node_conns: dict[str, transport.Peer] = {}
+        self._view_pending = False
 
     def on_messages(self, peer: transport.Peer, msgs: list[Any]) -> None:
         for msg in msgs:
@@ -48,12 +52,15 @@ class Head:
                 self.node_peers[peer.fd] = info["node_id"]
                 peer.info = info["node_id"]
                 self.next_node_index = max(self.next_node_index, info["node_index"] + 1)
+                self.node_conns[info["node_id"]] = peer
+                self._view_changed()
                 log.info("node %s joined from %s (pid %s)", info["node_id"],
                          info.get("address", "?"), info.get("pid", "?"))
             elif op == P.NODE_UPDATE:
                 node = self.nodes.get(peer.info)
                 if node is not None:
                     node.update(msg[1])
+                    self._view_changed()
             elif op == P.HEAD_REQUEST:
                 _, token, name, args = msg
                 try:
@@ -63,6 +70,23 @@ class Head:
                     result, ok = f"{type(exc).__name__}: {exc}", False
                 if token:
                     self.server.send(peer, (P.HEAD_REPLY, token, ok, result))
+
+    def _view_changed(self) -> None:
+        """Tell every node about the others (at most every VIEW_S): where they are and what
+        they have free, for placing work that does not fit where it was submitted."""
+        if not self._view_pending:
+            self._view_pending = True
+            self.server.call_later(VIEW_S, self._send_view)
+
+    def _send_view(self) -> None:
+        self._view_pending = False
+        if len(self.node_conns) < 2 and all(n["alive"] for n in self.nodes.values()):
+            return  # one node: nobody to tell
+        view = {n["node_index"]: {"address": n.get("address", ""), "total": n.get("total", {}),
+                                  "available": n.get("available", {}), "alive": n["alive"]}
+                for n in self.nodes.values()}
+        for peer in self.node_conns.values():
+            self.server.send(peer, (P.CLUSTER_VIEW, view))
 
     def handle(self, op: str, args: Any) -> Any:
         if op == "nodes":
@@ -111,7 +135,9 @@ class Head:
         node_id = self.node_peers.pop(peer.fd, None)
         if node_id is not None and node_id in self.nodes:
             self.nodes[node_id]["alive"] = False
+            self.node_conns.pop(node_id, None)
             log.warning("node %s left", node_id)
+            self._view_changed()
 
 
 def _sum(dicts: Any) -> dict[str, float]:

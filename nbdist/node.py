@@ -21,6 +21,7 @@ import gc
 import json
 import logging
 import os
+import pickle
 import signal
 import socket
 import sys
@@ -28,7 +29,7 @@ import time
 from typing import Any
 
 from . import config as config_mod
-from . import ids, lifetime, transport
+from . import ids, lifetime, store, transport
 from . import protocol as P
 from .scheduler import Client, NodeState, Worker
 from .store import unlink as unlink_file
@@ -64,6 +65,8 @@ class NodeDaemon:
         resources[f"node:{self.node_id}"] = 1.0
         self.state = NodeState(self, resources, list(range(int(args.num_gpus or 0))),
                                int(args.num_cpus), cfg.max_extra_workers, cfg.object_store_memory)
+        if args.head.startswith("tcp:"):  # other nodes can join: see NodeState.parked
+            self.state.infeasible_wait = cfg.infeasible_wait_s
         self.next_local = 1
         self.worker_peers: dict[int, Worker] = {}
         self.head: transport.Peer | None = None
@@ -72,6 +75,12 @@ class NodeDaemon:
         # Cluster queries that arrive while the head connection is still being made wait here.
         self.head_waiting: list[tuple[Client, int, str, Any]] = []
         self.head_lost = False
+        # Other nodes: the head's view, our connection to each (we send on ours, they send on
+        # theirs), the peer Client each is known by here, and the functions sent to each.
+        self.view: dict[int, dict[str, Any]] = {}
+        self.node_out: dict[int, transport.Peer] = {}
+        self.node_clients: dict[int, Client] = {}
+        self.sent_fns: dict[int, set[int]] = {}
         self.res_dirty = False
         self.address = ""
         self.local_address = ""
@@ -80,8 +89,118 @@ class NodeDaemon:
 
     # ---------------------------------------------------------------- NodeIO
     def send(self, client: Client, msg: tuple) -> None:
-        if client.peer is not None:
+        if client.kind == P.KIND_NODE:
+            self._send_to_node_client(client, msg)
+        elif client.peer is not None:
             self.server.send(client.peer, msg)
+
+    # ---------------------------------------------------------------- other nodes
+    def _value(self, loc: tuple) -> tuple:
+        """A Loc made portable: the bytes of a shared-memory file go along."""
+        oid, blob, size = loc[0], loc[1], loc[2]
+        data = None
+        if blob is None and size:
+            data = pickle.PickleBuffer(store.map_readonly(self._shm_path(oid)))
+        return (oid, blob, data, tuple(loc[3]) if len(loc) > 3 else ())
+
+    def _local(self, val: tuple) -> tuple:
+        """A received value as a Loc of this node (a shared-memory copy when it has data)."""
+        oid, blob, data, contained = val
+        if data is None:
+            return (oid, blob, 0, contained)
+        path = self._shm_path(oid)
+        unlink_file(path)
+        store.write(path, [data], len(data))
+        return (oid, None, len(data), contained)
+
+    def _shm_path(self, oid: int) -> str:
+        return os.path.join(self.shm_dir, P.shm_name(self.node_pid, oid))
+
+    def _send_to_node_client(self, client: Client, msg: tuple) -> None:
+        op = msg[0]
+        index = client.node_index
+        if op == P.DONE:
+            _, task_id, ok, locs, t0, t1, pid = msg
+            vals = [self._value(loc) for loc in locs]
+            # Objects of ours that the results contain stay alive for that node until it
+            # lets go (NODE_REFS).
+            mine = [c for v in vals for c in v[3] if c >> P.OWNER_SHIFT == self.node_index]
+            if mine:
+                self.state.refs(client, [(1, c) for c in mine])
+            self.to_node(index, (P.RESULTS, task_id, ok, vals, t0, t1, pid))
+        elif op == P.OBJ:
+            self.to_node(index, (P.VALUE, self._value(msg[1])))
+        elif op == P.STARTED:
+            self.to_node(index, (P.NODE_STARTED, [tid for tid, _ in msg[1]], msg[2]))
+        else:
+            log.debug("nbdist node: nothing to send node %d for message %r", index, op)
+
+    def forward(self, index: int, spec: tuple, dep_locs: list) -> None:
+        fid = spec[P.S_FID]
+        sent = self.sent_fns.setdefault(index, set())
+        fn = None
+        if fid and fid not in sent:
+            fn = self.state.fns.get(fid)
+            sent.add(fid)
+        self.to_node(index, (P.FORWARD, spec, fn, [self._value(loc) for loc in dep_locs]))
+
+    def to_node(self, index: int, msg: tuple) -> None:
+        peer = self.node_out.get(index)
+        if peer is None or peer.closed:
+            peer = self._connect_node(index)
+            if peer is None:
+                self.state.node_lost(index)
+                return
+        self.server.send(peer, msg)
+
+    def _connect_node(self, index: int) -> transport.Peer | None:
+        info = self.view.get(index)
+        if info is None or not info.get("alive"):
+            log.warning("nbdist node: node %d is not in the cluster", index)
+            return None
+        address = str(info["address"])
+        if address.startswith("tcp:0.0.0.0:"):
+            address = "tcp:127.0.0.1:" + address.rsplit(":", 1)[1]
+        try:
+            sock = transport.connect(address, self.secret, self.cfg.handshake_timeout_s)
+        except OSError as exc:
+            log.warning("nbdist node: cannot reach node %d at %s: %s", index, address, exc)
+            return None
+        peer = self.server.adopt(sock, authed=True)
+        peer.info = ("node_out", index)
+        self.node_out[index] = peer
+        self.server.send(peer, (P.HELLO, P.PROTOCOL_VERSION, P.KIND_NODE, self.node_pid,
+                                {"node_index": self.node_index}))
+        return peer
+
+    def _from_node(self, client: Client, msg: tuple) -> None:
+        op = msg[0]
+        st = self.state
+        index = client.node_index
+        if op == P.FORWARD:
+            _, spec, fn, vals = msg
+            if fn is not None:
+                st.register_fn(spec[P.S_FID], fn)
+            st.accept_forward(client, spec, [self._local(v) for v in vals])
+        elif op == P.RESULTS:
+            _, task_id, ok, vals, t0, t1, pid = msg
+            st.remote_result(index, task_id, ok, [self._local(v) for v in vals], t0, t1, pid)
+        elif op == P.FETCH:
+            st.get_request(client, msg[1])
+        elif op == P.VALUE:
+            st.value_arrived(self._local(msg[1]))
+        elif op == P.NODE_STARTED:
+            st.remote_started(msg[1], msg[2])
+        elif op == P.NODE_REFS:
+            st.refs(client, msg[1])
+        elif op == P.CANCEL:
+            st.cancel(msg[1], msg[2])
+        elif op == P.RELAY:
+            target = st.jobs.get(msg[1])
+            if target is not None:
+                self.server.send(target.peer, msg[2])
+        else:
+            log.warning("nbdist node: unknown message %r from node %d", op, index)
 
     def spawn_worker(self) -> Worker | None:
         parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -179,6 +298,12 @@ class NodeDaemon:
             for msg in msgs:
                 self._from_head(msg)
             return
+        if isinstance(client, tuple):  # our connection to another node: only its WELCOME
+            return
+        if client.kind == P.KIND_NODE:
+            for msg in msgs:
+                self._from_node(client, msg)
+            return
         st = self.state
         for msg in msgs:
             op = msg[0]
@@ -231,6 +356,10 @@ class NodeDaemon:
         self.next_local += 1
         client_no = ids.client_no(self.node_index, local)
         client = Client(peer, kind, client_no, pid, client_no)
+        if kind == P.KIND_NODE:
+            client.job = 0
+            client.node_index = int(info.get("node_index", 0))
+            self.node_clients[client.node_index] = client
         peer.info = client
         self.state.client_joined(client)
         self.server.send(peer, (P.WELCOME, P.PROTOCOL_VERSION, client_no, self.welcome_info()))
@@ -239,8 +368,11 @@ class NodeDaemon:
         _, task_id, stream, text = msg
         name, job = self.state.task_name(task_id)
         target = self.state.jobs.get(job)
+        msg = (P.LOG, task_id, name, client.pid, stream, text)
         if target is not None:
-            self.server.send(target.peer, (P.LOG, task_id, name, client.pid, stream, text))
+            self.server.send(target.peer, msg)
+        elif job >> 20 not in (0, self.node_index):
+            self.to_node(job >> 20, (P.RELAY, job, msg))
 
     def _control(self, client: Client, req_id: int, op: str, args: Any) -> None:
         if op == "node_info":
@@ -261,6 +393,10 @@ class NodeDaemon:
         self.server.send(self.head, (P.HEAD_REQUEST, self.head_token, op, args))
 
     def _from_head(self, msg: Any) -> None:
+        if msg[0] == P.CLUSTER_VIEW:
+            self.view = msg[1]
+            self.state.set_cluster_view(msg[1])
+            return
         if msg[0] == P.HEAD_REPLY:
             _, token, ok, result = msg
             pending = self.head_pending.pop(token, None)
@@ -275,6 +411,18 @@ class NodeDaemon:
             self.head_lost = True
             self._fail_waiting()
             log.error("nbdist node: lost the head; cluster queries fail until it returns")
+            return
+        if isinstance(client, tuple):
+            index = client[1]
+            if self.node_out.get(index) is peer:
+                del self.node_out[index]
+                self.sent_fns.pop(index, None)
+                self.state.node_lost(index)
+            return
+        if isinstance(client, Client) and client.kind == P.KIND_NODE:
+            if self.node_clients.get(client.node_index) is client:
+                del self.node_clients[client.node_index]
+            self.state.client_left(client)
             return
         worker = self.worker_peers.pop(peer.fd, None)
         if worker is not None:
@@ -297,15 +445,26 @@ class NodeDaemon:
         st = self.state
         if st.need_dispatch:
             st.dispatch()
+        if st.parked and not self._parked_timer:
+            self._parked_timer = True
+            self.server.call_later(0.25, self._expire_parked)
         if st.has_notices() and not self._notice_timer:
             self._notice_timer = True
             self.server.call_later(NOTICE_S, self._flush_notices)
+        if not self.res_dirty and (st.store_used, len(st.objects), len(st.tasks)) != self._reported:
+            self.res_dirty = True  # the store or the task count changed: report it too
         if self.res_dirty and self.head is not None and not self._update_timer:
             self._update_timer = True
             self.server.call_later(0.05, self._push_update)
 
     _update_timer = False
     _notice_timer = False
+    _parked_timer = False
+
+    def _expire_parked(self) -> None:
+        self._parked_timer = False
+        self.state.expire_parked(time.monotonic())
+    _reported: tuple[int, int, int] = (0, 0, 0)
 
     def _flush_notices(self) -> None:
         self._notice_timer = False
@@ -315,7 +474,9 @@ class NodeDaemon:
         self._update_timer = False
         if self.head is not None and self.res_dirty:
             self.res_dirty = False
-            self.server.send(self.head, (P.NODE_UPDATE, self.state.snapshot()))
+            st = self.state
+            self._reported = (st.store_used, len(st.objects), len(st.tasks))
+            self.server.send(self.head, (P.NODE_UPDATE, st.snapshot()))
 
     # ---------------------------------------------------------------- lifecycle
     def connect_head(self, deadline: float = 0.0) -> None:

@@ -62,6 +62,21 @@ NODE_REGISTER = 60  # (NODE_REGISTER, info)  info: node_id, address, pid, resour
 NODE_UPDATE = 61  # (NODE_UPDATE, available)
 HEAD_REQUEST = 62  # (HEAD_REQUEST, token, op, args)   relayed CONTROL
 HEAD_REPLY = 63  # (HEAD_REPLY, token, ok, result)
+CLUSTER_VIEW = 64  # (CLUSTER_VIEW, {node_index: {address, total, available, alive}})  head -> node
+
+# -- node <-> node (each node sends on its own connection to the other) --
+# A value travelling between nodes, ``Val``: (oid, blob_or_None, data_or_None, contained): inline
+# blob, or the bytes of the sender's shared-memory file (the receiver writes its own copy).
+FORWARD = 70  # (FORWARD, spec, fn_blob_or_None, dep_vals)   run this task for me
+RESULTS = 71  # (RESULTS, task_id, ok, vals, t_start, t_end, worker_pid)  a forwarded task ended
+FETCH = 72  # (FETCH, oids)       send me these objects (you own them) when they are ready
+VALUE = 73  # (VALUE, val)        a fetched object
+RELAY = 74  # (RELAY, job, msg)   deliver msg (LOG, EVENT) to the job's driver on your node
+NODE_REFS = 75  # (NODE_REFS, ops)  the sender's holds on objects the receiver owns
+NODE_STARTED = 76  # (NODE_STARTED, task_ids, t)  forwarded tasks began running
+
+# Every id carries the index of the node whose process made it (its owner) in these bits.
+OWNER_SHIFT = 60
 
 # Client kinds in HELLO.
 KIND_DRIVER = "driver"

@@ -51,7 +51,7 @@ CPU_ONLY = (("CPU", 1.0),)
 class Client:
     """A connected process (driver or worker) as the scheduler sees it."""
 
-    __slots__ = ("peer", "kind", "client_no", "pid", "holds", "worker", "job")
+    __slots__ = ("peer", "kind", "client_no", "pid", "holds", "worker", "job", "node_index")
 
     def __init__(self, peer: Any, kind: str, client_no: int, pid: int, job: int) -> None:
         self.peer = peer
@@ -61,6 +61,7 @@ class Client:
         self.holds: set[int] = set()
         self.worker: Worker | None = None
         self.job = job
+        self.node_index = 0  # for a peer node (kind "node"): its index
 
 
 class Worker:
@@ -80,7 +81,8 @@ class Worker:
 class Task:
     __slots__ = (
         "spec", "id", "owner", "missing", "retries_left", "worker", "held", "gpus",
-        "cancelled", "finished", "attempt", "shape", "ready", "dispatched_at",
+        "cancelled", "finished", "attempt", "shape", "ready", "dispatched_at", "remote",
+        "no_forward",
     )
 
     def __init__(self, spec: tuple, owner: Client) -> None:
@@ -99,6 +101,8 @@ class Task:
         self.shape: tuple[tuple[str, float], ...] = CPU_ONLY if res is None else res
         self.ready = False
         self.dispatched_at = 0.0
+        self.remote = 0  # index of the node running it for us (0: here)
+        self.no_forward = False  # forwarded here by another node: run it here
 
     @property
     def return_ids(self) -> range:
@@ -158,6 +162,8 @@ class NodeIO(Protocol):
     def interrupt_worker(self, worker: Worker) -> None: ...
     def to_head(self, op: str, args: Any) -> None: ...
     def resources_changed(self) -> None: ...
+    def forward(self, index: int, spec: tuple, dep_locs: list) -> None: ...
+    def to_node(self, index: int, msg: tuple) -> None: ...
 
 
 class NodeState:
@@ -186,6 +192,15 @@ class NodeState:
         self.freed: dict[int, list[int]] = {}
         self.spawning = 0
         self._dead_reasons: dict[int, str] = {}
+        # Other nodes, as the head last described them (index -> total, available, alive).
+        self.node_index: int = getattr(io, "node_index", 1)
+        self.remote: dict[int, dict[str, Any]] = {}
+        self.fetching: set[int] = set()  # objects asked of their owner node
+        self.borrowed: dict[int, int] = {}  # oid -> owner node holding it for us
+        # Where nodes can join (a cluster started by `nbdist start`), a task no node can run
+        # waits this long for one that can before it fails; parked: task id -> deadline.
+        self.infeasible_wait = 0.0
+        self.parked: dict[int, float] = {}
 
     # ---------------------------------------------------------------- clients
     def client_joined(self, client: Client) -> None:
@@ -226,6 +241,7 @@ class NodeState:
                 self._free(oid, obj)
             elif obj.count <= 0 and obj.state == PENDING and not obj.waiting and oid not in self._producing():
                 self.objects.pop(oid, None)
+                self._unborrow(oid)
             return
         actor = self.actors.get(oid)
         if actor is not None:
@@ -251,8 +267,15 @@ class NodeState:
                 holds.discard(oid)
                 self.decref(oid)
 
+    def _unborrow(self, oid: int) -> None:
+        owner = self.borrowed.pop(oid, None)
+        if owner is not None:
+            self.io.to_node(owner, (P.NODE_REFS, [(-1, oid)]))
+
     def _free(self, oid: int, obj: Obj) -> None:
         del self.objects[oid]
+        if self.borrowed:
+            self._unborrow(oid)
         if obj.shm_size:
             self.store_used -= obj.shm_size
             self.io.unlink(oid)
@@ -304,20 +327,26 @@ class NodeState:
     def get_request(self, client: Client, oids: Iterable[int]) -> None:
         for oid in oids:
             obj = self.objects.get(oid)
+            if obj is None and oid >> P.OWNER_SHIFT not in (0, self.node_index) and (
+                    client.kind != P.KIND_NODE):
+                obj = self.objects[oid] = Obj()  # a copy is on its way from the owner
             if obj is None:
                 err = ObjectLostError(f"Object {oid:x} is gone: it was freed or never existed.")
                 self.io.send(client, (P.OBJ, (oid, system_error_blob(err), 0)))
             elif obj.state == READY:
                 self.io.send(client, (P.OBJ, (oid, obj.blob, obj.shm_size)))
-            elif client not in obj.subscribers:
-                obj.subscribers.append(client)
+            else:
+                if client not in obj.subscribers:
+                    obj.subscribers.append(client)
+                self._fetch_if_foreign(oid)
 
     # ---------------------------------------------------------------- tasks
     def register_fn(self, fid: int, data: bytes) -> None:
         self.fns[fid] = data
 
-    def submit(self, client: Client, spec: tuple) -> None:
+    def submit(self, client: Client, spec: tuple, forwarded: bool = False) -> None:
         task = Task(spec, client)
+        task.no_forward = forwarded
         self.tasks[task.id] = task
         job = spec[P.S_JOB]
         for rid in task.return_ids:
@@ -345,7 +374,7 @@ class NodeState:
                 self._finish_error(task, system_error_blob(self._dead_error(target, actor_id)))
                 return
             target.queue.append(task)
-        if client.kind != P.KIND_DRIVER:
+        if client.kind == P.KIND_WORKER:
             self._event(job, "task_submitted", {
                 "task_id": task.id, "name": spec[P.S_NAME], "deps": spec[P.S_DEPS],
                 "nret": spec[P.S_NRET], "parent": spec[P.S_PARENT], "actor": actor_id})
@@ -355,6 +384,7 @@ class NodeState:
             if obj.state != READY:
                 obj.waiting.append(task)
                 missing += 1
+                self._fetch_if_foreign(dep)
         task.missing = missing
         if missing == 0:
             self._deps_ready(task)
@@ -369,15 +399,19 @@ class NodeState:
                 self._finish_error(task, obj.blob)
                 return
         shape = task.shape if not task.spec[P.S_ACTOR] else (task.spec[P.S_RESOURCES] or ())
+        if task.spec[P.S_METHOD] is None and not self._feasible(shape) and not task.no_forward:
+            index = self._remote_for(shape, need_free=False)
+            if index:
+                self._forward(task, index)
+                return
         if task.spec[P.S_METHOD] in (None, P.ACTOR_INIT) and not self._feasible(shape):
-            need = ", ".join(f"{n}: {a:g}" for n, a in shape)
-            have = ", ".join(f"{n}: {a:g}" for n, a in sorted(self.total.items())
-                             if not n.startswith("node:"))
-            self._finish_error(task, system_error_blob(ValueError(
-                f"{task.spec[P.S_NAME]!r} needs {{{need}}} but the cluster has only "
-                f"{{{have}}}. Ask for fewer resources, or start the cluster with more "
-                "(init(num_cpus=..., num_gpus=..., resources={...})).")))
+            if self.infeasible_wait > 0 and not task.no_forward and task.spec[P.S_METHOD] is None:
+                # Nodes can join this cluster: wait a little for one that has it.
+                self.parked.setdefault(task.id, time.monotonic() + self.infeasible_wait)
+                return
+            self._infeasible(task, shape)
             return
+        self.parked.pop(task.id, None)
         task.ready = True
         actor_id = task.spec[P.S_ACTOR]
         if actor_id:
@@ -393,6 +427,28 @@ class NodeState:
             queue = self.ready[task.shape] = collections.deque()
         queue.append(task)
         self.need_dispatch = True
+
+    def _infeasible(self, task: Task, shape: tuple[tuple[str, float], ...]) -> None:
+        need = ", ".join(f"{n}: {a:g}" for n, a in shape)
+        have = ", ".join(f"{n}: {a:g}" for n, a in sorted(self.total.items())
+                         if not n.startswith("node:"))
+        where = "the cluster has only" if not self.remote else "no node has it; this one has"
+        self._finish_error(task, system_error_blob(ValueError(
+            f"{task.spec[P.S_NAME]!r} needs {{{need}}} but {where} {{{have}}}. Ask for fewer "
+            "resources, or start the cluster with more (init(num_cpus=..., num_gpus=..., "
+            "resources={...}), or a node with them: nbdist start --address ...).")))
+
+    def expire_parked(self, now: float) -> None:
+        """Fail the tasks no node could take within the wait."""
+        for task_id, deadline in list(self.parked.items()):
+            task = self.tasks.get(task_id)
+            if task is None or task.finished:
+                del self.parked[task_id]
+            elif deadline <= now:
+                del self.parked[task_id]
+                shape = task.shape if not task.spec[P.S_ACTOR] else (
+                    task.spec[P.S_RESOURCES] or ())
+                self._infeasible(task, shape)
 
     def _fits(self, shape: tuple[tuple[str, float], ...]) -> bool:
         avail = self.avail
@@ -445,9 +501,13 @@ class NodeState:
                     queue.popleft()
                     continue
                 if not self._fits(shape):
+                    if self.remote:
+                        self._spill(queue, shape)
                     break
                 worker = self._idle_worker()
                 if worker is None:
+                    if self.remote:
+                        self._spill(queue, shape)
                     break
                 queue.popleft()
                 self._assign(task, worker)
@@ -581,11 +641,13 @@ class NodeState:
                 continue
             obj.subscribers = [s for s in obj.subscribers if s is not owner]
             self._store(oid, obj, loc[:3], loc[3] if len(loc) > 3 else ())
-        if owner.kind != P.KIND_DRIVER:
+        if owner.kind == P.KIND_WORKER:
             self._event(task.spec[P.S_JOB], "task_finished", {
                 "task_id": task.id, "name": task.spec[P.S_NAME], "t0": t0, "t1": t1,
                 "pid": pid, "sizes": [(loc[0], len(loc[1]) if loc[1] else loc[2]) for loc in locs]})
         self._unpin(task)
+        if owner.kind == P.KIND_NODE:
+            self._release_forwarded(owner, task)
 
     def _finish_error(self, task: Task, error: bytes, t0: float = 0.0, t1: float = 0.0,
                       pid: int = 0) -> None:
@@ -606,11 +668,18 @@ class NodeState:
             if obj is not None:
                 obj.subscribers = [s for s in obj.subscribers if s is not owner]
                 self._store(loc[0], obj, loc, ())
-        if owner.kind != P.KIND_DRIVER:
+        if owner.kind == P.KIND_WORKER:
             self._event(task.spec[P.S_JOB], "task_failed", {
                 "task_id": task.id, "name": task.spec[P.S_NAME], "t0": t0, "t1": t1,
                 "pid": pid, "error": error})
         self._unpin(task)
+        if owner.kind == P.KIND_NODE:
+            self._release_forwarded(owner, task)
+
+    def _release_forwarded(self, peer: Client, task: Task) -> None:
+        """A task another node forwarded here ended and its results went back: drop the
+        copies of its arguments and results held for that node."""
+        self.refs(peer, [(-1, oid) for oid in (*task.return_ids, *task.spec[P.S_DEPS])])
 
     def _unpin(self, task: Task) -> None:
         spec = task.spec
@@ -667,6 +736,9 @@ class NodeState:
                 self._finish_error(task, err)
             elif actor is not None and actor.worker is not None and actor.worker.client:
                 self.io.send(actor.worker.client, (P.INTERRUPT, task_id))
+            return
+        if task.remote:
+            self.io.to_node(task.remote, (P.CANCEL, oid, force))
             return
         worker = task.worker
         if worker is None:
@@ -868,11 +940,161 @@ class NodeState:
         return ActorDiedError(
             f"The actor {actor_id:x} cannot run the call: {reason}.", f"{actor_id:x}")
 
+    # ---------------------------------------------------------------- other nodes
+    def set_cluster_view(self, view: dict[int, dict[str, Any]]) -> None:
+        """The other nodes as the head reports them; a node that died is handled by
+        `node_lost` (its connection closing), not here."""
+        self.remote = {i: dict(info) for i, info in view.items()
+                       if i != self.node_index and info.get("alive")}
+        if self.remote:
+            self.need_dispatch = True
+        for task_id in list(self.parked):
+            task = self.tasks.get(task_id)
+            if task is None or task.finished:
+                self.parked.pop(task_id, None)
+            else:
+                self._deps_ready(task)
+
+    def _remote_for(self, shape: tuple[tuple[str, float], ...], need_free: bool) -> int:
+        """A node that can run ``shape`` (has it free now, with ``need_free``); 0 if none.
+        Among those with it free, the one with the most free CPU."""
+        best, best_cpu = 0, -1.0
+        for index, info in self.remote.items():
+            have = info["available"] if need_free else info["total"]
+            if all(have.get(n, 0.0) >= a - 1e-9 for n, a in shape):
+                cpu = info["available"].get("CPU", 0.0)
+                if cpu > best_cpu:
+                    best, best_cpu = index, cpu
+        return best
+
+    def _spill(self, queue: collections.deque[Task], shape: tuple[tuple[str, float], ...]
+               ) -> None:
+        """Send queued tasks this node cannot start now to nodes that have room for them."""
+        while queue:
+            task = queue[0]
+            if task.finished:
+                queue.popleft()
+                continue
+            if task.no_forward:
+                return
+            index = self._remote_for(shape, need_free=True)
+            if not index:
+                return
+            queue.popleft()
+            self._forward(task, index)
+
+    def _forward(self, task: Task, index: int) -> None:
+        task.remote = index
+        task.attempt += 1
+        task.dispatched_at = time.time()
+        # Count it against that node until its next report.
+        avail = self.remote[index]["available"]
+        for name, amount in task.shape:
+            avail[name] = avail.get(name, 0.0) - amount
+        self.io.forward(index, task.spec, [self.loc(d) for d in task.spec[P.S_DEPS]])
+
+    def remote_started(self, task_ids: list[int], t: float) -> None:
+        by_owner: dict[Client, list[tuple[int, int]]] = {}
+        for tid in task_ids:
+            task = self.tasks.get(tid)
+            if task is not None and not task.finished:
+                by_owner.setdefault(task.owner, []).append((tid, 0))
+        for owner, items in by_owner.items():
+            self.io.send(owner, (P.STARTED, items, t))
+
+    def remote_result(self, index: int, task_id: int, ok: bool, locs: list, t0: float,
+                      t1: float, pid: int) -> None:
+        """A task forwarded to node ``index`` ended there; ``locs`` are local copies."""
+        task = self.tasks.get(task_id)
+        if task is None or task.finished or task.remote != index:
+            for loc in locs:
+                if loc[2]:
+                    self.io.unlink(loc[0])
+            return
+        task.remote = 0
+        for loc in locs:
+            for inner in loc[3] if len(loc) > 3 else ():
+                if inner >> P.OWNER_SHIFT == index:
+                    self.borrowed[inner] = index  # that node holds it until we let go
+        if ok:
+            self._finish(task, locs, t0, t1, pid)
+            return
+        error = locs[0][1] if locs else system_error_blob(RuntimeError("the task failed"))
+        if self._retry_on_error(task, error):
+            return
+        self._finish_error(task, error, t0, t1, pid)
+
+    def node_lost(self, index: int) -> None:
+        """Node ``index`` is gone: its forwarded tasks run again (while retries last), and
+        what we were fetching from it is lost."""
+        self.remote.pop(index, None)
+        for task in [t for t in self.tasks.values() if t.remote == index and not t.finished]:
+            task.remote = 0
+            name = task.spec[P.S_NAME]
+            if task.cancelled:
+                self._finish_error(task, system_error_blob(TaskCancelledError(
+                    f"Task {name!r} was cancelled.")))
+            elif task.retries_left > 0:
+                task.retries_left -= 1
+                self._event(task.spec[P.S_JOB], "task_retried", {
+                    "task_id": task.id, "name": name, "attempt": task.attempt + 1,
+                    "reason": f"node {index} running it was lost"})
+                self._requeue(task)
+            else:
+                self._finish_error(task, system_error_blob(WorkerCrashedError(
+                    f"The node running task {name!r} was lost; no retries left "
+                    f"(max_retries={task.spec[P.S_MAX_RETRIES]}).")))
+        for oid in [o for o in self.fetching if o >> P.OWNER_SHIFT == index]:
+            self.fetching.discard(oid)
+            obj = self.objects.get(oid)
+            if obj is not None and obj.state == PENDING:
+                err = ObjectLostError(f"Object {oid:x} was lost with the node that owned it.")
+                self._store(oid, obj, (oid, system_error_blob(err), 0), ())
+        for oid in [o for o, owner in self.borrowed.items() if owner == index]:
+            del self.borrowed[oid]
+
+    def _fetch_if_foreign(self, oid: int) -> None:
+        owner = oid >> P.OWNER_SHIFT
+        if owner in (0, self.node_index) or oid in self.fetching:
+            return
+        if self._producer(oid) is not None:
+            return  # made here by a task forwarded to us
+        self.fetching.add(oid)
+        self.io.to_node(owner, (P.FETCH, [oid]))
+
+    def value_arrived(self, loc: tuple) -> None:
+        """A copy of an object fetched from its owner node."""
+        oid = loc[0]
+        self.fetching.discard(oid)
+        obj = self.objects.get(oid)
+        if obj is None or obj.state == READY:
+            if loc[2]:
+                self.io.unlink(oid)
+            return
+        self._store(oid, obj, loc[:3], loc[3] if len(loc) > 3 else ())
+
+    def accept_forward(self, peer: Client, spec: tuple, dep_locs: list) -> None:
+        """Node ``peer`` asks us to run a task; ``dep_locs`` are local copies of its
+        arguments, held for it until the task ends."""
+        for loc in dep_locs:
+            obj = self.objects.get(loc[0])
+            if obj is not None and obj.state == READY:
+                if loc[2]:
+                    self.io.unlink(loc[0])  # we had it already
+                if loc[0] not in peer.holds:
+                    peer.holds.add(loc[0])
+                    obj.count += 1
+                continue
+            self.put(peer, loc[0], loc[1], loc[2], ())
+        self.submit(peer, spec, forwarded=True)
+
     # ---------------------------------------------------------------- misc
     def _event(self, job: int, kind: str, fields: dict) -> None:
         client = self.jobs.get(job)
         if client is not None:
             self.io.send(client, (P.EVENT, kind, fields))
+        elif job >> 20 not in (0, self.node_index):
+            self.io.to_node(job >> 20, (P.RELAY, job, (P.EVENT, kind, fields)))
 
     def has_notices(self) -> bool:
         return bool(self.started or self.freed)

@@ -127,3 +127,16 @@ def _shm_files() -> set[str]:
 def shm_files() -> Callable[[], set[str]]:
     """``shm_files()``: the nbdist shared-memory object files that exist right now."""
     return _shm_files
+
+
+@pytest.fixture
+def cli(tmp_path: Any) -> Iterator[Any]:
+    """`nbdist start/stop/status` with a state directory of the test's own; whatever the test
+    started is stopped afterwards, also when it fails."""
+    from clusters import Cli
+
+    c = Cli(tmp_path / "state")
+    try:
+        yield c
+    finally:
+        c.stop_all()

@@ -9,82 +9,16 @@ whatever is left even when the test fails.
 from __future__ import annotations
 
 import glob
-import json
-import os
 import stat
-import subprocess
-import sys
-import textwrap
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
+from clusters import Cli, alive, start_head
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.nbdist_only]
 
-NBDIST = str(Path(sys.executable).parent / "nbdist")
-
-
-class Cli:
-    def __init__(self, state: Path) -> None:
-        self.env = dict(os.environ, NBDIST_STATE_DIR=str(state))
-        self.env.pop("NBDIST_TOKEN", None)
-        self.state = state
-
-    def run(self, *args: str, ok: bool = True, env: dict[str, str] | None = None,
-            ) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run([NBDIST, *args], capture_output=True, text=True, timeout=60,
-                              env={**self.env, **(env or {})})
-        if ok:
-            assert done.returncode == 0, f"nbdist {' '.join(args)} failed:\n{done.stderr}"
-        return done
-
-    def status(self, *args: str) -> dict:
-        return json.loads(self.run("status", "--json", *args).stdout)
-
-    def python(self, code: str, env: dict[str, str] | None = None,
-               ) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                              text=True, timeout=90, env={**self.env, **(env or {})})
-
-    def pids(self) -> set[int]:
-        out = set()
-        for path in self.state.glob("*/session.json"):
-            out.update(json.loads(path.read_text())["pids"])
-        return out
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-@pytest.fixture
-def cli(tmp_path: Path) -> Iterator[Cli]:
-    c = Cli(tmp_path / "state")
-    try:
-        yield c
-    finally:
-        pids = c.pids()
-        subprocess.run([NBDIST, "stop"], env=c.env, capture_output=True, timeout=60)
-        for pid in pids:  # never leave a daemon behind, even if `stop` is what broke
-            if _alive(pid):
-                os.kill(pid, 9)
-
-
-def _start_head(cli: Cli, *args: str) -> str:
-    out = cli.run("start", "--head", "--port", "0", *args).stdout
-    address = cli.status()["address"]
-    assert f"nbdist start --address {address} --token " in out  # the exact join command
-    return address
-
-
 def test_head_node_join_status_attach_and_stop(cli: Cli) -> None:
     shm_before = set(glob.glob("/dev/shm/nbdist-*"))
-    address = _start_head(cli, "--num-cpus", "2", "--resources", '{"alpha": 1}')
+    address = start_head(cli, "--num-cpus", "2", "--resources", '{"alpha": 1}')
     assert address.startswith("127.0.0.1:")  # loopback unless --host says otherwise
     joined = cli.run("start", "--address", address, "--num-cpus", "1",
                      "--resources", '{"beta": 2}')
@@ -96,7 +30,7 @@ def test_head_node_join_status_attach_and_stop(cli: Cli) -> None:
             "resources_free", "workers", "tasks", "actors", "objects", "object_store_used",
             "object_store_capacity"}
     for node in info["nodes"]:
-        assert keys <= set(node) and node["alive"] and _alive(node["pid"])
+        assert keys <= set(node) and node["alive"] and alive(node["pid"])
     totals = sorted((n["resources_total"]["CPU"], n["workers"]) for n in info["nodes"])
     assert totals == [(1.0, 1), (2.0, 2)]
     assert "beta" in info["nodes"][1]["resources_total"]
@@ -129,18 +63,18 @@ def test_head_node_join_status_attach_and_stop(cli: Cli) -> None:
     assert again.stdout.strip() == "42"
 
     pids = cli.pids()
-    assert len(pids) == 3 and all(_alive(p) for p in pids)
+    assert len(pids) == 3 and all(alive(p) for p in pids)
     stopped = cli.run("stop").stdout
     assert "stopped the head" in stopped and "stopped the node" in stopped
     for pid in pids:
-        assert not _alive(pid)
+        assert not alive(pid)
     assert not list(cli.state.iterdir())
     assert not set(glob.glob("/dev/shm/nbdist-*")) - shm_before
     assert "nothing started" in cli.run("stop").stdout
 
 
 def test_token_file_is_private_and_a_wrong_token_is_refused(cli: Cli) -> None:
-    address = _start_head(cli, "--num-cpus", "1")
+    address = start_head(cli, "--num-cpus", "1")
     (session,) = [p for p in cli.state.iterdir() if p.name.startswith("head-")]
     assert stat.S_IMODE(cli.state.stat().st_mode) == 0o700
     assert stat.S_IMODE((session / "token").stat().st_mode) == 0o600
@@ -175,7 +109,7 @@ def test_clear_errors(cli: Cli) -> None:
     bad_json = cli.run("start", "--head", "--resources", "{oops", ok=False)
     assert bad_json.returncode == 1 and "--resources must be a JSON object" in bad_json.stderr
     assert not list(cli.state.iterdir())  # nothing half-started is left behind
-    address = _start_head(cli, "--num-cpus", "1")
+    address = start_head(cli, "--num-cpus", "1")
     both = cli.python(f"import nbdist\nnbdist.init(address={address!r}, num_cpus=4)")
     assert both.returncode != 0 and "do not pass num_cpus" in both.stderr
     assert "stopped the head" in cli.run("stop").stdout

@@ -1,0 +1,162 @@
+"""Several node daemons on one machine, each with its own store, port and workers: work goes
+where its resources are free, objects move between nodes on demand, and a node that dies has its
+tasks run again elsewhere.
+
+Drivers are scripts attached with ``init(address=...)``; every cluster is started with the
+``nbdist`` command in a state directory of the test's own (the ``cli`` fixture stops it).
+"""
+
+from __future__ import annotations
+
+import pytest
+from clusters import Cli, alive, start_head
+
+pytestmark = [pytest.mark.timeout(120), pytest.mark.nbdist_only]
+
+
+def _two_nodes(cli: Cli) -> str:
+    address = start_head(cli, "--num-cpus", "1")
+    cli.run("start", "--address", address, "--num-cpus", "2", "--resources", '{"beta": 1}')
+    return address
+
+
+def test_work_spreads_over_nodes_and_goes_where_its_resource_is(cli: Cli) -> None:
+    address = _two_nodes(cli)
+    driver = cli.python(f"""
+        import numpy as np
+        import nbdist
+
+        nbdist.init(address={address!r})
+        here = nbdist.get_runtime_context().get_node_id()
+
+        @nbdist.remote
+        def where(i):
+            import time
+            time.sleep(0.3)
+            return i, nbdist.get_runtime_context().get_node_id()
+
+        @nbdist.remote(resources={{"beta": 1}})
+        def double(a):
+            print("double got", a.shape, flush=True)
+            return a * 2, nbdist.get_runtime_context().get_node_id()
+
+        results = nbdist.get([where.remote(i) for i in range(6)])
+        assert [r[0] for r in results] == list(range(6)), results
+        nodes = {{r[1] for r in results}}
+        assert len(nodes) == 2 and here in nodes, (nodes, here)  # 1 CPU here, 2 there
+
+        arr = np.random.default_rng(7).random(5_000_000)  # 40 MB: through shared memory
+        out, node = nbdist.get(double.remote(nbdist.put(arr)))
+        assert node != here, "the beta task must run on the node that has beta"
+        assert np.array_equal(out, arr * 2) and not out.flags.writeable
+        print("OK", len(nodes))
+    """)
+    assert driver.returncode == 0, driver.stderr + driver.stdout
+    assert "OK 2" in driver.stdout
+    # Output of a task on the other node reaches the driver, with the task's name.
+    assert "(double pid=" in driver.stdout and "double got (5000000,)" in driver.stdout
+
+
+def test_refs_made_on_another_node_reach_the_driver_and_are_freed(cli: Cli, wait_until) -> None:
+    address = _two_nodes(cli)
+    driver = cli.python(f"""
+        import gc
+        import numpy as np
+        import nbdist
+
+        nbdist.init(address={address!r})
+
+        @nbdist.remote
+        def ones(n):
+            return np.ones(n)
+
+        @nbdist.remote(resources={{"beta": 1}})
+        def fan_out(refs):
+            first = nbdist.get(refs[0])  # a ref made by the driver, fetched from its node
+            return [ones.remote(len(first)), nbdist.put(float(first.sum()))]
+
+        big = nbdist.put(np.arange(1_000_000.0))
+        made = nbdist.get(fan_out.remote([big]))
+        arr = nbdist.get(made[0])
+        assert arr.shape == (1_000_000,) and arr.sum() == 1_000_000.0
+        assert nbdist.get(made[1]) == float(np.arange(1_000_000.0).sum())
+        del made, arr, big
+        gc.collect()
+        print("OK")
+    """)
+    assert driver.returncode == 0, driver.stderr + driver.stdout
+    assert "OK" in driver.stdout
+
+    def store_empty() -> bool:
+        nodes = cli.status()["nodes"]
+        return all(n["objects"] == 0 and n["object_store_used"] == 0 for n in nodes)
+
+    wait_until(store_empty, timeout=10, what="every node to free the objects once no ref remains")
+
+
+def test_a_killed_node_has_its_tasks_run_again_elsewhere(cli: Cli) -> None:
+    address = start_head(cli, "--num-cpus", "1")
+    cli.run("start", "--address", address, "--num-cpus", "1")
+    other = cli.status()["nodes"][1]  # the joined node (nodes are listed in join order)
+    driver = cli.python(f"""
+        import os, signal, sys, time
+        import nbdist
+
+        nbdist.init(address={address!r})
+        here = nbdist.get_runtime_context().get_node_id()
+
+        @nbdist.remote
+        def slow(i):
+            print("started", i, nbdist.get_runtime_context().get_node_id(), flush=True)
+            time.sleep(1.5)
+            return i * 10, nbdist.get_runtime_context().get_node_id()
+
+        refs = [slow.remote(i) for i in range(2)]
+        time.sleep(0.7)  # both running: one here, one on the other node
+        os.kill({other["pid"]}, signal.SIGKILL)
+        results = nbdist.get(refs, timeout=60)
+        assert [r[0] for r in results] == [0, 10], results
+        assert all(r[1] == here for r in results), results  # the lost one ran again here
+        print("OK")
+    """)
+    assert driver.returncode == 0, driver.stderr + driver.stdout
+    assert "OK" in driver.stdout
+    started = [ln.split() for ln in driver.stdout.splitlines() if " started " in ln]
+    assert len({s[-1] for s in started}) == 2, "one task must have started on the other node"
+    assert len(started) == 3  # and once more after its node was killed
+    assert not alive(other["pid"])
+    nodes = {n["pid"]: n["alive"] for n in cli.status()["nodes"]}
+    assert nodes[other["pid"]] is False
+
+
+def test_a_task_waits_briefly_for_a_node_with_its_resource(cli: Cli) -> None:
+    address = start_head(cli, "--num-cpus", "1")
+    driver = cli.python(f"""
+        import os, subprocess, sys
+        import nbdist
+
+        nbdist.init(address={address!r})
+
+        @nbdist.remote(resources={{"gamma": 1}})
+        def needs_gamma():
+            return nbdist.get_runtime_context().get_node_id()
+
+        ref = needs_gamma.remote()  # no node has gamma yet
+        subprocess.run([os.path.join(os.path.dirname(sys.executable), "nbdist"), "start",
+                        "--address", {address!r}, "--num-cpus", "1", "--resources",
+                        '{{"gamma": 1}}'], check=True, capture_output=True)
+        print("ran on", nbdist.get(ref, timeout=30))
+
+        @nbdist.remote(resources={{"delta": 1}})
+        def needs_delta():
+            return 1
+
+        try:
+            nbdist.get(needs_delta.remote(), timeout=30)
+        except ValueError as exc:
+            print("refused:", exc)
+    """)
+    assert driver.returncode == 0, driver.stderr + driver.stdout
+    nodes = cli.status()["nodes"]
+    assert f"ran on {nodes[1]['node_id']}" in driver.stdout
+    assert "refused: 'needs_delta' needs {CPU: 1, delta: 1} but no node has it" in driver.stdout
