@@ -44,6 +44,22 @@ def unload_ipython_extension(ip: object) -> None:
     unload(ip)
 
 
+def timeline(filename: str | None = None) -> list[dict]:
+    """Chrome-trace events, one per task execution of this cluster (like ``ray.timeline``);
+    with ``filename``, also written there as JSON for chrome://tracing or Perfetto."""
+    from .tracing import timeline as _timeline
+
+    return _timeline(filename)
+
+
+def show() -> object:
+    """An inline live view of the cluster (task graph, object store, waits, timeline) for
+    frontends without the JupyterLab panel; returns it (``.close()`` stops it)."""
+    from .jupyter.liveview import show as _show
+
+    return _show()
+
+
 __all__ = [
     "ActorClass",
     "ActorHandle",
@@ -65,6 +81,8 @@ __all__ = [
     "nodes",
     "put",
     "remote",
+    "show",
     "shutdown",
+    "timeline",
     "wait",
 ]

@@ -60,10 +60,19 @@ def _add_resource_flags(p: argparse.ArgumentParser) -> None:
 def _nbdist_parser() -> _Parser:
     p = _Parser(prog="%nbdist", description="Manage the nbdist cluster of this kernel.")
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
-    start = sub.add_parser("start", help="start a local cluster")
+    start = sub.add_parser("start", help="start a local cluster, or attach to one (--address)")
     _add_resource_flags(start)
-    sub.add_parser("status", help="nodes and resources (total / free) as a table")
+    start.add_argument("--address", metavar="HOST:PORT",
+                       help="attach to the cluster started with `nbdist start --head` there "
+                            "(needs a node on this machine; the token from `nbdist start` on "
+                            "this machine or $NBDIST_TOKEN)")
+    sub.add_parser("status", help="nodes, workers, resources (used / total) as a table")
     sub.add_parser("stop", help="stop the cluster and everything running on it")
+    timeline = sub.add_parser("timeline", help="the task executions as an inline bokeh "
+                              "timeline; with FILE, also as Chrome-trace JSON there")
+    timeline.add_argument("file", nargs="?", metavar="FILE",
+                          help="write the Chrome-trace JSON here (open it in chrome://tracing "
+                               "or https://ui.perfetto.dev)")
     return p
 
 
@@ -106,10 +115,16 @@ def defined_names(source: str) -> list[str]:
 
 
 def status_html() -> str:
-    """The ``%nbdist status`` table: one row per node, resources as used / total."""
+    """The ``%nbdist status`` table: one row per node, resources as used / total, its workers
+    (pid, busy with which task, or idle; from the event stream: `nbdist.tracing.workers`)."""
     if not nbdist.is_initialized():
         return "<p>No nbdist cluster is running. Start one with <code>%nbdist start</code>.</p>"
+    from nbdist import tracing
+
     total, free = nbdist.cluster_resources(), nbdist.available_resources()
+    by_node: dict[str, list[tracing.WorkerState]] = {}
+    for worker in tracing.workers():
+        by_node.setdefault(worker.node_id, []).append(worker)
     rows = []
     for node in nbdist.nodes():
         res = ", ".join(
@@ -118,10 +133,50 @@ def status_html() -> str:
             for k, v in sorted(node["Resources"].items()) if not k.startswith("node:"))
         rows.append(f"<tr><td><code>{html.escape(str(node['NodeID'])[:12])}</code></td>"
                     f"<td>{'alive' if node['Alive'] else 'dead'}</td><td>{res}</td>"
+                    f"<td>{_workers_html(by_node.get(str(node['NodeID']), []))}</td>"
                     f"<td>{node.get('ObjectStoreUsed', 0) / 2**20:.1f} MiB</td></tr>")
     return ("<table class='nbdist-status'><thead><tr><th>node</th><th>state</th>"
-            "<th>resources (used / total)</th><th>object store used</th></tr></thead>"
-            f"<tbody>{''.join(rows)}</tbody></table>")
+            "<th>resources (used / total)</th><th>workers</th><th>object store used</th>"
+            f"</tr></thead><tbody>{''.join(rows)}</tbody></table>")
+
+
+def _workers_html(workers: list[Any]) -> str:
+    """A node's workers: ``pid N: busy — task (id)`` or ``pid N: idle``; the ones that
+    ended are counted, not listed."""
+    up = [w for w in workers if w.state == "up"]
+    if not up:
+        return "<i>none seen yet</i>"
+    busy = sum(1 for w in up if w.busy)
+    lines = [f"{busy} busy / {len(up) - busy} idle"]
+    for w in up:
+        what = (f"busy: <code>{html.escape(str(w.task_name))}</code> "
+                f"<small>({html.escape(str(w.task_id))})</small>" if w.busy else "idle")
+        lines.append(f"pid {w.pid}: {what}")
+    down = len(workers) - len(up)
+    if down:
+        lines.append(f"<small>{down} exited</small>")
+    return "<br>".join(lines)
+
+
+def _timeline(file: str | None) -> None:
+    """``%nbdist timeline [FILE]``: Chrome-trace JSON to FILE, and the bokeh timeline inline."""
+    import os
+
+    from nbdist import tracing
+
+    from .plots import MAX_BARS, show_timeline
+
+    path = os.path.expanduser(file) if file else None
+    trace = tracing.timeline(path)
+    runs = tracing.executions(include_running=True)
+    done = sum(1 for e in trace if e["ph"] == "X")
+    if path is not None:
+        print(f"wrote {done} task executions to {path} (open it in chrome://tracing or "
+              "https://ui.perfetto.dev)")
+    if not runs:
+        print("no task executions recorded yet.")
+        return
+    show_timeline(runs[-MAX_BARS:], total=len(runs))
 
 
 def _amount(resource: str, value: float) -> str:
@@ -132,7 +187,7 @@ def _amount(resource: str, value: float) -> str:
 class NbdistMagics(Magics):
     @line_magic
     def nbdist(self, line: str) -> None:
-        """%nbdist start|status|stop [options] — manage this kernel's nbdist cluster."""
+        """%nbdist start|status|stop|timeline [options] — manage this kernel's nbdist cluster."""
         parser = _nbdist_parser()
         args = _parse(parser, line)
         if args is None:
@@ -141,6 +196,14 @@ class NbdistMagics(Magics):
             if nbdist.is_initialized():
                 raise UsageError("%nbdist start: a cluster is already running; "
                                  "run %nbdist stop first.")
+            if args.address:
+                if args.num_cpus is not None or args.num_gpus is not None or args.resources:
+                    raise UsageError("%nbdist start --address: the cluster's nodes own the "
+                                     "resources; drop --num-cpus/--num-gpus/--resources.")
+                info = nbdist.init(address=args.address)
+                print(f"attached to the nbdist cluster at {info.get('address', args.address)} "
+                      f"through node {info.get('node_id', '?')}; %nbdist status shows it.")
+                return
             info = nbdist.init(num_cpus=args.num_cpus, num_gpus=args.num_gpus,
                                resources=args.resources)
             # Reported from the request, not from a control call: the node may still be
@@ -155,6 +218,8 @@ class NbdistMagics(Magics):
         elif args.command == "stop":
             nbdist.shutdown()
             print("nbdist cluster stopped.")
+        elif args.command == "timeline":
+            _timeline(args.file)
         else:
             raise UsageError(f"%nbdist needs a command.\n\n{parser.format_usage()}")
 

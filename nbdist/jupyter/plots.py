@@ -1,0 +1,203 @@
+"""bokeh figures of the task timeline and the task graph (used by ``%nbdist timeline`` and
+``nbdist.show()``).
+
+The data side is pure and testable without a browser: ``timeline_data`` turns executions
+(`nbdist.tracing.Execution`) into the columns of the timeline's bars, ``graph_data`` turns a
+model snapshot (`model.Model.snapshot`) into the columns of the graph's nodes and edges. The
+figure builders only hand those columns to bokeh.
+
+Timeline: one row per worker ("node · pid"), one bar per execution from its start to its end
+(running ones up to now), coloured by outcome; the hover shows name, duration, state, task id.
+At most ``MAX_BARS`` (the most recent) are drawn, so a 100,000-task run stays light in the page.
+
+Task graph: tasks placed in columns by dependency depth (a task sits right of every task whose
+result it takes) and coloured by state, an edge per dependency. Once the model groups tasks
+(past a few thousand) the graph shows the groups instead (function × cell), sized by their task
+count and coloured by their most urgent state (failed, running, pending, finished).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from nbdist.tracing import FAILED, FINISHED, RETRIED, RUNNING, Execution
+
+PENDING = "pending"
+COLORS = {FINISHED: "#3a9c3a", FAILED: "#d62728", RETRIED: "#ff7f0e", RUNNING: "#1f77b4",
+          PENDING: "#b0b0b0"}
+MAX_BARS = 5_000
+
+Columns = dict[str, list[Any]]
+
+
+def _short(node_id: str) -> str:
+    return node_id[-6:] if len(node_id) > 6 else node_id
+
+
+def worker_row(node_id: str, pid: int) -> str:
+    return f"node {_short(node_id)} · pid {pid}"
+
+
+def _duration_text(seconds: float) -> str:
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.0f} µs"
+    if seconds < 1:
+        return f"{seconds * 1e3:.1f} ms"
+    return f"{seconds:.2f} s"
+
+
+def timeline_data(runs: Sequence[Execution], now: float | None = None,
+                  max_bars: int = MAX_BARS) -> tuple[Columns, list[str], float]:
+    """(bar columns, worker rows, time origin): bar times are seconds since the origin, the
+    first start among the bars drawn."""
+    now = time.time() if now is None else now
+    runs = list(runs)[-max_bars:]
+    origin = min((r.start for r in runs), default=now)
+    cols: Columns = {k: [] for k in ("row", "left", "right", "color", "name", "state",
+                                     "duration", "task_id", "pid")}
+    rows: set[tuple[str, int]] = set()
+    for r in runs:
+        end = r.end if r.end is not None else max(now, r.start)
+        rows.add((r.node_id, r.worker_pid))
+        cols["row"].append(worker_row(r.node_id, r.worker_pid))
+        cols["left"].append(r.start - origin)
+        cols["right"].append(end - origin)
+        cols["color"].append(COLORS.get(r.state, COLORS[PENDING]))
+        cols["name"].append(r.name)
+        cols["state"].append(r.state + (f" ({r.error_type})" if r.error_type else ""))
+        cols["duration"].append(_duration_text(end - r.start))
+        cols["task_id"].append(r.task_id)
+        cols["pid"].append(r.worker_pid)
+    return cols, [worker_row(n, p) for n, p in sorted(rows)], origin
+
+
+def timeline_figure(runs: Sequence[Execution], now: float | None = None,
+                    total: int | None = None) -> Any:
+    """The bokeh timeline of ``runs`` (``total``: how many the record holds, for the title)."""
+    from bokeh.models import ColumnDataSource, FactorRange, HoverTool
+    from bokeh.plotting import figure
+
+    cols, rows, _ = timeline_data(runs, now)
+    shown = len(cols["row"])
+    total = shown if total is None else total
+    title = f"nbdist timeline: {shown} task executions" + (
+        f" (the last {shown} of {total})" if total > shown else "")
+    factors = list(reversed(rows)) or ["(no tasks yet)"]
+    fig = figure(y_range=FactorRange(factors=factors), title=title,
+                 height=min(900, 90 + 28 * max(1, len(rows))), sizing_mode="stretch_width",
+                 x_axis_label="seconds since the first task shown",
+                 tools="xpan,xwheel_zoom,box_zoom,reset,save", active_scroll="xwheel_zoom")
+    source = ColumnDataSource(cols, name="nbdist_timeline")
+    fig.hbar(y="row", left="left", right="right", height=0.8, fill_color="color",
+             line_color="color", source=source)
+    fig.add_tools(HoverTool(tooltips=[("task", "@name"), ("duration", "@duration"),
+                                      ("state", "@state"), ("worker", "@pid"),
+                                      ("task id", "@task_id")]))
+    fig.ygrid.grid_line_color = None
+    return fig
+
+
+def _group_state(counts: dict[str, int]) -> str:
+    for state in (FAILED, RUNNING, PENDING):
+        if counts.get(state):
+            return state
+    return FINISHED
+
+
+def graph_data(snapshot: dict[str, Any]) -> tuple[Columns, Columns]:
+    """(node columns, edge columns) of the task graph of a model snapshot."""
+    nodes: Columns = {k: [] for k in ("x", "y", "id", "name", "state", "color", "size",
+                                      "detail")}
+    edges: Columns = {"x0": [], "y0": [], "x1": [], "y1": [], "src": [], "dst": []}
+    if snapshot.get("grouped"):
+        items = [(g["id"], g["name"], _group_state(g["counts"]), g["total"],
+                  ", ".join(f"{k} {v}" for k, v in g["counts"].items() if v))
+                 for g in snapshot["groups"].values()]
+        deps: dict[str, list[str]] = {}
+        for src, dst, _count in snapshot.get("group_edges", ()):
+            deps.setdefault(dst, []).append(src)
+    else:
+        items = [(t["id"], t["name"], t["state"], 1, t["id"]) for t in snapshot["tasks"].values()]
+        deps = {t["id"]: list(t.get("dep_tasks") or ()) for t in snapshot["tasks"].values()}
+    # Depth: tasks (and groups) come in submission order, so a dependency is placed before the
+    # tasks that take it; cycles between groups (a function feeding itself) are cut there.
+    level: dict[str, int] = {}
+    per_level: dict[int, int] = {}
+    pos: dict[str, tuple[float, float]] = {}
+    for item_id, name, state, count, detail in items:
+        lv = 1 + max((level[d] for d in deps.get(item_id, ()) if d in level), default=-1)
+        level[item_id] = lv
+        y = per_level.get(lv, 0)
+        per_level[lv] = y + 1
+        pos[item_id] = (float(lv), float(-y))
+        nodes["x"].append(float(lv))
+        nodes["y"].append(float(-y))
+        nodes["id"].append(item_id)
+        nodes["name"].append(name)
+        nodes["state"].append(state)
+        nodes["color"].append(COLORS.get(state, COLORS[PENDING]))
+        nodes["size"].append(10 + 8 * math.log10(max(1, count)))
+        nodes["detail"].append(detail)
+    for dst, srcs in deps.items():
+        for src in srcs:
+            if src in pos and dst in pos and src != dst:
+                (x0, y0), (x1, y1) = pos[src], pos[dst]
+                edges["x0"].append(x0)
+                edges["y0"].append(y0)
+                edges["x1"].append(x1)
+                edges["y1"].append(y1)
+                edges["src"].append(src)
+                edges["dst"].append(dst)
+    return nodes, edges
+
+
+def graph_figure(snapshot: dict[str, Any],
+                 columns: tuple[Columns, Columns] | None = None) -> Any:
+    """The bokeh task graph of a model snapshot (``columns``: its `graph_data`, if made)."""
+    from bokeh.models import ColumnDataSource, HoverTool
+    from bokeh.plotting import figure
+
+    nodes, edges = columns if columns is not None else graph_data(snapshot)
+    grouped = bool(snapshot.get("grouped"))
+    what = "task groups (function × cell)" if grouped else "tasks"
+    fig = figure(title=f"nbdist task graph: {len(nodes['id'])} {what}", height=320,
+                 sizing_mode="stretch_width", tools="pan,wheel_zoom,box_zoom,reset,save",
+                 x_axis_label="dependency depth")
+    fig.segment(x0="x0", y0="y0", x1="x1", y1="y1", line_color="#999999", line_alpha=0.6,
+                source=ColumnDataSource(edges, name="nbdist_graph_edges"))
+    circles = fig.scatter(x="x", y="y", size="size", fill_color="color", line_color="#333333",
+                          source=ColumnDataSource(nodes, name="nbdist_graph_nodes"))
+    label = "tasks" if grouped else "task id"
+    fig.add_tools(HoverTool(renderers=[circles], tooltips=[("name", "@name"),
+                                                           ("state", "@state"),
+                                                           (label, "@detail")]))
+    fig.yaxis.visible = False
+    fig.ygrid.grid_line_color = None
+    return fig
+
+
+def html_of(fig: Any) -> str:
+    """The figure as an HTML fragment (a div and the script that fills it); BokehJS must be
+    loaded in the page (``load_bokeh()``)."""
+    from bokeh.embed import components
+
+    script, div = components(fig)
+    return f"{div}\n{script}"
+
+
+def load_bokeh() -> None:
+    """Load BokehJS into the page of the current cell (bokeh's own notebook loader)."""
+    from bokeh.io import output_notebook
+
+    output_notebook(hide_banner=True)
+
+
+def show_timeline(runs: Sequence[Execution], total: int | None = None) -> None:
+    """Display the timeline inline in the current cell (bokeh's notebook display)."""
+    from bokeh.io import show
+
+    load_bokeh()
+    show(timeline_figure(runs, total=total))
