@@ -958,7 +958,7 @@ class NodeState:
     def _remote_for(self, shape: tuple[tuple[str, float], ...], need_free: bool) -> int:
         """A node that can run ``shape`` (has it free now, with ``need_free``); 0 if none.
         Among those with it free, the one with the most free CPU."""
-        best, best_cpu = 0, -1.0
+        best, best_cpu = 0, float("-inf")
         for index, info in self.remote.items():
             have = info["available"] if need_free else info["total"]
             if all(have.get(n, 0.0) >= a - 1e-9 for n, a in shape):

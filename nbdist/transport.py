@@ -11,7 +11,13 @@ Digests are compared with `hmac.compare_digest`. A wrong digest, a handshake slo
 configured timeout, an oversized or malformed frame drops that one connection (with a log line);
 the server keeps serving the others.
 
-After it, a frame is a 4-byte big-endian length plus a pickled list of messages.
+After it, a frame is a 4-byte big-endian length plus a pickled list of messages. Messages that
+carry `pickle.PickleBuffer` objects (large values moving between nodes) go as an *out-of-band*
+frame, flagged by the length's top bit: ``[pickle length (4)][buffer count (4)][buffer lengths
+(8 each)][pickle][buffers]``. The sender writes the buffers straight from where they are
+(``sendmsg``; no copy into the frame), and the receiver reads a large frame straight into one
+buffer of its final size and unpickles with views into it, so a value crosses with the kernel's
+copies and one more.
 
 Two users of frames:
 
@@ -24,12 +30,15 @@ Two users of frames:
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import errno
 import hashlib
 import heapq
 import hmac
+import itertools
 import logging
+import mmap
 import os
 import pickle
 import select
@@ -46,8 +55,13 @@ log = logging.getLogger(__name__)
 MAGIC = b"NBD1"
 NONCE = 32
 _LEN = struct.Struct("!I")
+_OOB = struct.Struct("!II")
+OOB_FLAG = 0x80000000
 DEFAULT_MAX_FRAME = 256 << 20
 RECV_BYTES = 1 << 20
+# An out-of-band frame at least this large is read straight into a buffer of its own.
+BIG_FRAME = 1 << 20
+_IOV_MAX = 512
 QUIET_S = 0.002
 
 
@@ -131,37 +145,113 @@ def connect(address: str, secret: bytes, timeout: float = 5.0) -> socket.socket:
     return sock
 
 
+def encode_parts(msgs: list[Any]) -> list[Any]:
+    """A frame as a list of buffers to write in order (one, unless the messages carry
+    `pickle.PickleBuffer` objects: those follow, uncopied)."""
+    bufs: list[pickle.PickleBuffer] = []
+    payload = pickle.dumps(msgs, protocol=5, buffer_callback=bufs.append)
+    if not bufs:
+        return [_LEN.pack(len(payload)) + payload]
+    raws = [b.raw() for b in bufs]
+    lengths = [r.nbytes for r in raws]
+    head = _OOB.pack(len(payload), len(raws)) + struct.pack(f"!{len(raws)}Q", *lengths)
+    total = len(head) + len(payload) + sum(lengths)
+    if total >= OOB_FLAG:
+        raise TransportError(f"a frame of {total} bytes is too large to send")
+    return [_LEN.pack(total | OOB_FLAG) + head + payload, *raws]
+
+
 def encode(msgs: list[Any]) -> bytes:
-    payload = pickle.dumps(msgs, protocol=5)
-    return _LEN.pack(len(payload)) + payload
+    parts = encode_parts(msgs)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def _decode(payload: memoryview, oob: bool) -> list[Any]:
+    try:
+        if oob:
+            plen, nbuf = _OOB.unpack_from(payload, 0)
+            lengths = struct.unpack_from(f"!{nbuf}Q", payload, _OOB.size)
+            pos = _OOB.size + 8 * nbuf
+            pickled = payload[pos : pos + plen]
+            pos += plen
+            views = []
+            for n in lengths:
+                views.append(payload[pos : pos + n])
+                pos += n
+            if pos != len(payload):
+                raise ValueError("buffer lengths do not add up to the frame")
+            msgs = pickle.loads(pickled, buffers=views)
+        else:
+            msgs = pickle.loads(payload)
+    except Exception as exc:
+        raise TransportError(f"malformed frame: {exc!r}") from None
+    if not isinstance(msgs, list):
+        raise TransportError("malformed frame: not a message list")
+    return msgs
 
 
 class FrameReader:
-    """Splits a byte stream into decoded message lists; rejects frames over ``limit``."""
+    """Splits a byte stream into decoded message lists; rejects frames over ``limit``.
+
+    A large out-of-band frame is collected in a buffer of its own (``big``), which callers can
+    also receive into directly (`direct`), and is unpickled with views into that buffer."""
 
     def __init__(self, limit: int = DEFAULT_MAX_FRAME) -> None:
         self.buf = bytearray()
         self.limit = limit
+        self.big: mmap.mmap | None = None
+        self.big_have = 0
+
+    def direct(self) -> memoryview | None:
+        """Where the rest of a large frame goes, if one is being read."""
+        if self.big is None:
+            return None
+        return memoryview(self.big)[self.big_have :]
+
+    def received(self, n: int) -> list[list[Any]]:
+        """``n`` bytes were received into `direct`'s buffer."""
+        assert self.big is not None
+        self.big_have += n
+        if self.big_have < len(self.big):
+            return []
+        big, self.big = self.big, None
+        return [_decode(memoryview(big), True)]
 
     def feed(self, data: bytes | memoryview) -> list[list[Any]]:
+        out: list[list[Any]] = []
+        if self.big is not None:
+            view = memoryview(data)
+            take = min(len(view), len(self.big) - self.big_have)
+            self.big[self.big_have : self.big_have + take] = view[:take]
+            out += self.received(take)
+            if take == len(view):
+                return out
+            data = view[take:]
         self.buf += data
-        out = []
         buf = self.buf
         pos = 0
         n = len(buf)
         while n - pos >= 4:
             (length,) = _LEN.unpack_from(buf, pos)
+            oob = bool(length & OOB_FLAG)
+            length &= ~OOB_FLAG
             if length > self.limit:
                 raise TransportError(f"frame of {length} bytes exceeds the limit {self.limit}")
             if n - pos - 4 < length:
+                if oob and length >= BIG_FRAME:
+                    # The rest of the stream so far is all this frame's.
+                    # Anonymous pages: not zeroed up front, unlike a bytearray.
+                    self.big = mmap.mmap(-1, length)
+                    have = n - pos - 4
+                    self.big[:have] = memoryview(buf)[pos + 4 : n]
+                    self.big_have = have
+                    pos = n
                 break
-            try:
-                msgs = pickle.loads(memoryview(buf)[pos + 4 : pos + 4 + length])
-            except Exception as exc:
-                raise TransportError(f"malformed frame: {exc!r}") from None
-            if not isinstance(msgs, list):
-                raise TransportError("malformed frame: not a message list")
-            out.append(msgs)
+            if oob:
+                # Copied out: views into `buf` would pin it.
+                out.append(_decode(memoryview(bytearray(buf[pos + 4 : pos + 4 + length])), True))
+            else:
+                out.append(_decode(memoryview(buf)[pos + 4 : pos + 4 + length], False))
             pos += 4 + length
         if pos:
             del buf[:pos]
@@ -319,7 +409,7 @@ class Peer:
     """One accepted connection inside a `Server`."""
 
     __slots__ = (
-        "sock", "fd", "reader", "outbox", "wbuf", "authed", "nonce", "hbuf", "deadline",
+        "sock", "fd", "reader", "outbox", "wq", "authed", "nonce", "hbuf", "deadline",
         "closed", "info", "id", "want_write", "__weakref__",
     )
 
@@ -328,7 +418,7 @@ class Peer:
         self.fd = sock.fileno()
         self.reader = FrameReader(max_frame)
         self.outbox: list[Any] = []
-        self.wbuf = bytearray()
+        self.wq: collections.deque[memoryview] = collections.deque()  # bytes to write
         self.authed = False
         self.nonce = b""
         self.hbuf = bytearray()
@@ -428,14 +518,27 @@ class Server:
                 continue
             msgs = peer.outbox
             peer.outbox = []
-            peer.wbuf += encode(msgs)
+            wq = peer.wq
+            for part in encode_parts(msgs):
+                wq.append(memoryview(part).cast("B"))
             self._write(peer)
 
     def _write(self, peer: Peer) -> None:
+        wq = peer.wq
         try:
-            while peer.wbuf:
-                n = peer.sock.send(peer.wbuf)
-                del peer.wbuf[:n]
+            while wq:
+                if len(wq) == 1:
+                    n = peer.sock.send(wq[0])
+                else:
+                    n = peer.sock.sendmsg(list(itertools.islice(wq, 0, _IOV_MAX)))
+                while n:
+                    head = wq[0]
+                    if n >= head.nbytes:
+                        n -= head.nbytes
+                        wq.popleft()
+                    else:
+                        wq[0] = head[n:]
+                        n = 0
         except BlockingIOError:
             if not peer.want_write:
                 peer.want_write = True
@@ -499,7 +602,7 @@ class Server:
     def _start_handshake(self, peer: Peer) -> None:
         peer.nonce = os.urandom(NONCE)
         peer.deadline = time.monotonic() + self.handshake_timeout
-        peer.wbuf += MAGIC + peer.nonce
+        peer.wq.append(memoryview(MAGIC + peer.nonce))
         self._write(peer)
 
         def expire() -> None:
@@ -510,6 +613,21 @@ class Server:
 
     def _read(self, peer: Peer) -> None:
         data: bytes | memoryview
+        direct = peer.reader.direct()
+        if direct is not None:  # the rest of a large frame: straight into its buffer
+            try:
+                n = peer.sock.recv_into(direct)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                n = 0
+            if not n:
+                self.drop(peer, None)
+                return
+            for msgs in peer.reader.received(n):
+                if not peer.closed:
+                    self.on_messages(peer, msgs)
+            return
         try:
             n = peer.sock.recv_into(self._rbuf)
             data = self._rview[:n]
@@ -546,7 +664,7 @@ class Server:
             self.drop(peer, "authentication failed (wrong cluster token)")
             return b""
         peer.authed = True
-        peer.wbuf += _digest(self.secret, b"S", client_nonce, peer.nonce)
+        peer.wq.append(memoryview(_digest(self.secret, b"S", client_nonce, peer.nonce)))
         self._write(peer)
         if peer.outbox:
             self.dirty.add(peer)

@@ -124,3 +124,38 @@ def test_oversized_and_malformed_frames_drop_only_that_connection(echo: str) -> 
     assert sock.recv(10) == b""
     sock.close()
     assert _roundtrip(echo) == [("ping", 1)]
+
+
+def test_out_of_band_frames_carry_buffers_uncopied_and_split_anywhere() -> None:
+    import pickle
+    import random
+
+    from nbdist.transport import BIG_FRAME, FrameReader, encode_parts
+
+    rng = random.Random(5)
+    big = bytes(rng.getrandbits(8) for _ in range(256)) * (3 * BIG_FRAME // 256 + 7)
+    small = b"tiny buffer"
+    msgs = [("value", pickle.PickleBuffer(big)), ("other", 1),
+            ("small", pickle.PickleBuffer(small))]
+    parts = encode_parts(msgs)
+    assert len(parts) == 3 and parts[1].nbytes == len(big)  # buffers go as they are
+    stream = b"".join(bytes(p) for p in parts) + b"".join(encode_parts([("after", 2)]))
+    for trial in range(3):
+        reader = FrameReader()
+        got: list = []
+        pos = 0
+        while pos < len(stream):
+            direct = reader.direct()
+            step = rng.randint(1, 3 * BIG_FRAME // 2) if trial else rng.randint(1, 70_000)
+            if direct is not None and trial == 2:  # as the server does: straight into it
+                n = min(step, direct.nbytes, len(stream) - pos)
+                direct[:n] = stream[pos : pos + n]
+                got += reader.received(n)
+            else:
+                got += reader.feed(stream[pos : pos + step])
+                n = step
+            pos += n
+        assert len(got) == 2
+        (value, other, tiny), (after,) = got
+        assert bytes(value[1]) == big and other == ("other", 1) and bytes(tiny[1]) == small
+        assert after == ("after", 2)
