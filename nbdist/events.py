@@ -67,6 +67,7 @@ class TaskFinished(Event):
     duration: float
     node_id: str
     worker_pid: int
+    started: float = 0.0  # when the worker began it (time.time() on the worker's machine)
     kind = "task_finished"
 
 
@@ -78,6 +79,7 @@ class TaskFailed(Event):
     message: str
     duration: float
     worker_pid: int
+    started: float = 0.0  # when the worker began it, if it ran (0.0 if it never did)
     kind = "task_failed"
 
 

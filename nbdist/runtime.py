@@ -621,7 +621,7 @@ class CoreClient:
             # It ended before the node's batched started-notice went out.
             self.publish(ev.TaskStarted(t0, tid, name, self.node_id, pid))
         if ok:
-            self.publish(ev.TaskFinished(now, tid, name, t1 - t0, self.node_id, pid))
+            self.publish(ev.TaskFinished(now, tid, name, t1 - t0, self.node_id, pid, t0))
             for loc in locs:
                 size = len(loc[1]) if loc[1] is not None else loc[2]
                 self.publish(ev.ObjectCreated(now, hex_id(loc[0]), size, self.node_id,
@@ -629,7 +629,7 @@ class CoreClient:
         else:
             etype, message = _error_summary(locs[0][1] if locs else None)
             self.publish(ev.TaskFailed(now, tid, name, etype, message, t1 - t0 if t0 else 0.0,
-                                       pid))
+                                       pid, t0))
 
     def _started(self, msg: tuple) -> None:
         if self.mode != P.KIND_DRIVER:
@@ -686,7 +686,7 @@ class CoreClient:
             self._tasks.pop(tid, None)
             self._task_tags.pop(tid, None)
             self.publish(ev.TaskFinished(now, hex_id(tid), f["name"], f["t1"] - f["t0"],
-                                         self.node_id, f["pid"]))
+                                         self.node_id, f["pid"], f["t0"]))
             for oid, size in f["sizes"]:
                 self.publish(ev.ObjectCreated(now, hex_id(oid), size, self.node_id,
                                               hex_id(tid), hex_id(tid), size > self.inline_max))
@@ -696,7 +696,7 @@ class CoreClient:
             self._task_tags.pop(tid, None)
             etype, message = _error_summary(f["error"])
             self.publish(ev.TaskFailed(now, hex_id(tid), f["name"], etype, message,
-                                       f["t1"] - f["t0"], f["pid"]))
+                                       f["t1"] - f["t0"], f["pid"], f["t0"]))
         elif kind == "task_retried":
             self.publish(ev.TaskRetried(now, hex_id(f["task_id"]), f["name"], f["attempt"],
                                         f["reason"]))

@@ -29,8 +29,9 @@ happened before is replayed from the event history (``events.recent()``, cut at 
 current cluster), so a run that published more records than the history holds before that first
 call loses its oldest executions.
 
-Times: a bar's length is the duration the worker measured. Its start is the TaskStarted time,
-or, when that would put its end after the time of the record that reported the end (the start
+Times: a bar is where the worker measured it (``started`` and ``duration`` of TaskFinished /
+TaskFailed, on the worker's clock). For records without a start, its length is the duration and
+its start is the TaskStarted time, or, when that would put its end after the time of the record that reported the end (the start
 notice can come a moment late), the end record's time minus the duration; tasks whose start is
 not reported separately (nested tasks) also end at their end record's time. So a bar always lies
 between the task's submission and the moment its end was known.
@@ -173,7 +174,7 @@ class TaskTimeline:
         return True
 
     def _close(self, task_id: str, name: str, end: float, duration: float,
-               node_id: str | None, pid: int) -> Execution | None:
+               node_id: str | None, pid: int, started: float = 0.0) -> Execution | None:
         run = self._running.pop(task_id, None)
         if run is None:
             if task_id in self._ended or not pid:
@@ -182,7 +183,10 @@ class TaskTimeline:
             run = Execution(task_id, name, node, pid, end - duration,
                             attempt=self._attempts.get(task_id, 0))
             self._worker(node, pid)
-        if duration > 0:
+        if started > 0 and duration >= 0:
+            # The worker's own clock: exact.
+            run.start, run.end = started, started + duration
+        elif duration > 0:
             # The length is the worker's own measure. The start notice may come a moment after
             # the real start, the end record a moment after the real end: the bar ends at the
             # earlier of the two estimates, so it never extends past the moment the end was
@@ -208,13 +212,15 @@ class TaskTimeline:
             worker.tasks_done += 1
 
     def _ended_ok(self, e: ev.TaskFinished) -> bool:
-        run = self._close(e.task_id, e.name, e.time, e.duration, e.node_id, e.worker_pid)
+        run = self._close(e.task_id, e.name, e.time, e.duration, e.node_id, e.worker_pid,
+                          e.started)
         if run is not None:
             run.state = FINISHED
         return run is not None
 
     def _failed(self, e: ev.TaskFailed) -> bool:
-        run = self._close(e.task_id, e.name, e.time, e.duration, None, e.worker_pid)
+        run = self._close(e.task_id, e.name, e.time, e.duration, None, e.worker_pid,
+                          e.started)
         if run is not None:
             run.state, run.error_type, run.error = FAILED, e.error_type, e.message[:2000]
         return run is not None
