@@ -23,6 +23,11 @@ class Config:
     object_store_memory: int = 0
     store_fraction: float = 0.3
     shm_dir: str = "/dev/shm"
+    # When the store is full, the least recently needed objects are spilled to files in
+    # <spill_dir>/nbdist-spill-<node pid>/ (default: the system's temp dir), at most
+    # spill_max_bytes of them (0: no limit but the disk), and read back when needed.
+    spill_dir: str = ""
+    spill_max_bytes: int = 0
     # Transport.
     max_frame_bytes: int = 256 * MiB
     handshake_timeout_s: float = 5.0

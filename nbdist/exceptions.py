@@ -90,7 +90,17 @@ class TaskError(NbdistError):
         dual = _dual_class(type(cause))
         if dual is None:
             return self
-        err: Any = dual.__new__(dual)  # type: ignore[call-overload]
+        err: Any
+        try:
+            err = dual.__new__(dual)  # type: ignore[call-overload]
+        except TypeError:
+            # Causes deriving from C types with their own allocator (MemoryError ...) refuse a
+            # bare __new__: build it through TaskError.__init__ instead.
+            try:
+                err = dual(self.function_name, self.remote_traceback, cause, self.pid,
+                           self.task_id)
+            except Exception:
+                return self
         err.args = cause.args
         err.__dict__.update(getattr(cause, "__dict__", {}))
         err.function_name = self.function_name

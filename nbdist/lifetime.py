@@ -95,3 +95,25 @@ def boot_id() -> str:
         import socket
 
         return socket.gethostname()
+
+
+def sweep_stale_spill(parent: str) -> int:
+    """Remove spill folders (``nbdist-spill-<pid>``) of node daemons that are gone."""
+    import shutil
+
+    removed = 0
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return 0
+    for name in names:
+        if not name.startswith("nbdist-spill-"):
+            continue
+        try:
+            pid = int(name.rsplit("-", 1)[1])
+        except ValueError:
+            continue
+        if not pid_alive(pid):
+            shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
+            removed += 1
+    return removed

@@ -22,9 +22,11 @@ import json
 import logging
 import os
 import pickle
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 import time
 from typing import Any
 
@@ -67,6 +69,7 @@ class NodeDaemon:
                                int(args.num_cpus), cfg.max_extra_workers, cfg.object_store_memory)
         if args.head.startswith("tcp:"):  # other nodes can join: see NodeState.parked
             self.state.infeasible_wait = cfg.infeasible_wait_s
+        self.state.spill_limit = cfg.spill_max_bytes
         self.next_local = 1
         self.worker_peers: dict[int, Worker] = {}
         self.head: transport.Peer | None = None
@@ -86,6 +89,7 @@ class NodeDaemon:
         self.local_address = ""
         self.stopping = False
         self.exit_code = 0
+        self.spill_dir = ""  # made at the first spill, removed with the node
 
     # ---------------------------------------------------------------- NodeIO
     def send(self, client: Client, msg: tuple) -> None:
@@ -115,6 +119,36 @@ class NodeDaemon:
 
     def _shm_path(self, oid: int) -> str:
         return os.path.join(self.shm_dir, P.shm_name(self.node_pid, oid))
+
+    # ---------------------------------------------------------------- spilling (NodeIO)
+    def spill(self, oid: int, size: int) -> str | None:
+        if not self.spill_dir:
+            self.spill_dir = os.path.join(self.cfg.spill_dir or tempfile.gettempdir(),
+                                          f"nbdist-spill-{self.node_pid}")
+            os.makedirs(self.spill_dir, mode=0o700, exist_ok=True)
+        path = os.path.join(self.spill_dir, f"{oid:x}")
+        try:
+            shutil.copyfile(self._shm_path(oid), path)
+        except OSError as exc:
+            log.error("nbdist node: cannot spill object %x to %s: %s", oid, path, exc)
+            unlink_file(path)
+            return None
+        unlink_file(self._shm_path(oid))
+        return path
+
+    def restore(self, oid: int, path: str) -> bool:
+        target = self._shm_path(oid)
+        try:
+            shutil.copyfile(path, target)
+        except OSError as exc:
+            log.error("nbdist node: cannot restore object %x from %s: %s", oid, path, exc)
+            unlink_file(target)
+            return False
+        unlink_file(path)
+        return True
+
+    def remove_spill(self, path: str) -> None:
+        unlink_file(path)
 
     def _send_to_node_client(self, client: Client, msg: tuple) -> None:
         op = msg[0]
@@ -375,6 +409,13 @@ class NodeDaemon:
             self.to_node(job >> 20, (P.RELAY, job, msg))
 
     def _control(self, client: Client, req_id: int, op: str, args: Any) -> None:
+        if op == "reserve":
+            oid, size = args
+            error = self.state.reserve(client, oid, size)
+            self.server.send(client.peer, (P.CONTROL_REPLY, req_id, error is None,
+                                           None if error is None else
+                                           f"ObjectStoreFullError: {error}"))
+            return
         if op == "node_info":
             snap = self.state.snapshot()
             snap.update(self.welcome_info())
@@ -542,6 +583,8 @@ class NodeDaemon:
             except ChildProcessError:
                 pass
         lifetime.remove_shm_of(self.shm_dir, self.node_pid)
+        if self.spill_dir:
+            shutil.rmtree(self.spill_dir, ignore_errors=True)
         self.server.close()
         for where in (self.address, self.local_address):
             if where.startswith("unix:"):
@@ -575,6 +618,7 @@ def main(argv: list[str] | None = None) -> int:
         if entry not in sys.path:
             sys.path.append(entry)
     lifetime.sweep_stale_shm(cfg.shm_dir)
+    lifetime.sweep_stale_spill(cfg.spill_dir or tempfile.gettempdir())
     daemon = NodeDaemon(args, secret, cfg)
     signal.signal(signal.SIGTERM, lambda *_: daemon.server.stop())
     signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -38,6 +38,7 @@ from .exceptions import (
     ClusterError,
     GetTimeoutError,
     NbdistError,
+    ObjectLostError,
     ObjectStoreFullError,
     RuntimeNotInitializedError,
     SerializationError,
@@ -172,6 +173,7 @@ class CoreClient:
         self._waiters: dict[int, list[_Waiter]] = {}
         self._expected: set[int] = set()
         self._requested: set[int] = set()
+        self._relocating: set[int] = set()
         self._fns: set[int] = set()
         self._tasks: dict[int, str] = {}
         self._running: set[int] = set()
@@ -401,6 +403,7 @@ class CoreClient:
                     f"The value ({size / 2**20:.1f} MiB) is larger than the whole object store "
                     f"({self.capacity / 2**20:.1f} MiB). Start the cluster with a larger "
                     "object_store_memory, or split the value.")
+            self.reserve(oid, size)
             store.write(self._shm_path(oid), parts, size)
             loc = (oid, None, size)
         ref = ObjectRef(oid, False)
@@ -420,10 +423,31 @@ class CoreClient:
             return serialization.loads(blob)
         view = self._mapped.get(oid)
         if view is None:
-            view = store.map_readonly(self._shm_path(oid))
+            try:
+                view = store.map_readonly(self._shm_path(oid))
+            except FileNotFoundError:
+                # Spilled to disk after this location was sent: the node brings it back.
+                return self.value(self._relocate(oid))
             if oid in self._refs:
                 self._mapped[oid] = view
         return serialization.loads(view)
+
+    def _relocate(self, oid: int) -> tuple:
+        with self._lock:
+            self._cache.pop(oid, None)
+            self._requested.discard(oid)
+            self._relocating.add(oid)
+        try:
+            self._block([oid], 1, 60.0)
+            with self._lock:
+                loc = self._cache.get(oid)
+                if oid not in self._refs:
+                    self._cache.pop(oid, None)
+        finally:
+            self._relocating.discard(oid)
+        if loc is None:
+            raise ObjectLostError(f"Object {oid:x} could not be found in the object store.")
+        return loc
 
     def _request(self, oids: Iterable[int]) -> None:
         ask = [o for o in oids if o not in self._expected and o not in self._requested]
@@ -535,6 +559,11 @@ class CoreClient:
         return [tid for tid, t in list(self._task_tags.items()) if t == tag]
 
     # ------------------------------------------------------------ control
+    def reserve(self, oid: int, size: int) -> None:
+        """Ask the node for room for an object about to be written to shared memory (it
+        spills others to disk if needed); ObjectStoreFullError if there is none."""
+        self.control("reserve", (oid, size), timeout=120.0)
+
     def control(self, op: str, args: Any = None, timeout: float = 30.0) -> Any:
         req_id = next(self._req_ids)
         slot: list[Any] = [threading.Event(), None, None]
@@ -548,6 +577,8 @@ class CoreClient:
             text = str(result)
             if text.startswith("ValueError: "):
                 raise ValueError(text[len("ValueError: "):])
+            if text.startswith("ObjectStoreFullError: "):
+                raise ObjectStoreFullError(text[len("ObjectStoreFullError: "):])
             raise ClusterError(text)
         return result
 
@@ -566,7 +597,7 @@ class CoreClient:
         oid = loc[0]
         waiters = None
         with self._lock:
-            if oid in self._refs:
+            if oid in self._refs or oid in self._relocating:
                 self._cache[oid] = loc[:3]
             waiters = self._waiters.pop(oid, None)
         if waiters:

@@ -51,7 +51,8 @@ CPU_ONLY = (("CPU", 1.0),)
 class Client:
     """A connected process (driver or worker) as the scheduler sees it."""
 
-    __slots__ = ("peer", "kind", "client_no", "pid", "holds", "worker", "job", "node_index")
+    __slots__ = ("peer", "kind", "client_no", "pid", "holds", "worker", "job", "node_index",
+                 "reserved")
 
     def __init__(self, peer: Any, kind: str, client_no: int, pid: int, job: int) -> None:
         self.peer = peer
@@ -62,6 +63,7 @@ class Client:
         self.worker: Worker | None = None
         self.job = job
         self.node_index = 0  # for a peer node (kind "node"): its index
+        self.reserved: dict[int, int] = {}  # store space granted for objects it will write
 
 
 class Worker:
@@ -111,7 +113,7 @@ class Task:
 
 class Obj:
     __slots__ = ("state", "blob", "shm_size", "count", "subscribers", "waiting", "contained",
-                 "error", "owner_job")
+                 "error", "owner_job", "spilled", "used")
 
     def __init__(self) -> None:
         self.state = PENDING
@@ -123,6 +125,8 @@ class Obj:
         self.contained: tuple[int, ...] = ()
         self.error = False
         self.owner_job = 0
+        self.spilled: str | None = None  # its file on disk while it is spilled
+        self.used = 0  # when it was last needed (the store's clock): spill the oldest first
 
 
 class Actor:
@@ -163,6 +167,9 @@ class NodeIO(Protocol):
     def to_head(self, op: str, args: Any) -> None: ...
     def resources_changed(self) -> None: ...
     def forward(self, index: int, spec: tuple, dep_locs: list) -> None: ...
+    def spill(self, oid: int, size: int) -> str | None: ...
+    def restore(self, oid: int, path: str) -> bool: ...
+    def remove_spill(self, path: str) -> None: ...
     def to_node(self, index: int, msg: tuple) -> None: ...
 
 
@@ -201,6 +208,15 @@ class NodeState:
         # waits this long for one that can before it fails; parked: task id -> deadline.
         self.infeasible_wait = 0.0
         self.parked: dict[int, float] = {}
+        # Memory pressure: shared memory holds at most `capacity` bytes (objects plus space
+        # granted to writers); past that the least recently needed objects go to disk, up to
+        # `spill_limit` bytes there (0: no limit), and come back when needed.
+        self.reserved_total = 0
+        self.spilled_used = 0
+        self.spill_limit = 0
+        self.spill_count = 0
+        self.restore_count = 0
+        self.clock = 0
 
     # ---------------------------------------------------------------- clients
     def client_joined(self, client: Client) -> None:
@@ -208,6 +224,9 @@ class NodeState:
             self.jobs[client.client_no] = client
 
     def client_left(self, client: Client) -> None:
+        for size in client.reserved.values():
+            self.reserved_total -= size
+        client.reserved = {}
         if client.kind == P.KIND_DRIVER:
             self.jobs.pop(client.client_no, None)
             for actor in list(self.actors.values()):
@@ -276,6 +295,11 @@ class NodeState:
         del self.objects[oid]
         if self.borrowed:
             self._unborrow(oid)
+        if obj.spilled is not None:
+            self.spilled_used -= obj.shm_size
+            self.io.remove_spill(obj.spilled)
+            obj.spilled = None
+            obj.shm_size = 0
         if obj.shm_size:
             self.store_used -= obj.shm_size
             self.io.unlink(oid)
@@ -294,6 +318,7 @@ class NodeState:
         if oid not in client.holds:
             client.holds.add(oid)
             obj.count += 1
+        self._unreserve(client, oid)
         self._store(oid, obj, (oid, blob, shm_size), contained)
 
     def _store(self, oid: int, obj: Obj, loc: tuple, contained: tuple[int, ...]) -> None:
@@ -302,6 +327,10 @@ class NodeState:
         obj.shm_size = loc[2]
         if obj.shm_size:
             self.store_used += obj.shm_size
+            self.clock += 1
+            obj.used = self.clock
+            if self.store_used + self.reserved_total > self.capacity:
+                self._make_room(0)  # written here without a grant (a copy from another node)
         obj.contained = contained
         for inner in contained:
             self.incref(inner)
@@ -322,7 +351,74 @@ class NodeState:
         obj = self.objects.get(oid)
         if obj is None or obj.state != READY:
             return None
+        if obj.shm_size:
+            self.clock += 1
+            obj.used = self.clock
+            if obj.spilled is not None:
+                self._restore(oid, obj)
         return (oid, obj.blob, obj.shm_size)
+
+    # ---------------------------------------------------------------- memory pressure
+    def reserve(self, client: Client, oid: int, size: int) -> str | None:
+        """Grant ``client`` room for an object of ``size`` bytes it is about to write into
+        shared memory, spilling others to disk if needed; an error text if there is none."""
+        if size > self.capacity:
+            return (f"The object ({size / 2**20:.1f} MiB) is larger than the whole object store "
+                    f"({self.capacity / 2**20:.1f} MiB). Start the cluster with a larger "
+                    "object_store_memory, or split the value.")
+        if not self._make_room(size):
+            return (f"The object store is full: {size / 2**20:.1f} MiB more do not fit in "
+                    f"{self.capacity / 2**20:.1f} MiB ({self.store_used / 2**20:.1f} MiB used), "
+                    f"and spilling cannot make room ({self.spilled_used / 2**20:.1f} MiB "
+                    "spilled to disk, at its limit or the disk is full). Free some objects "
+                    "(drop refs), or give the cluster more object_store_memory.")
+        client.reserved[oid] = client.reserved.get(oid, 0) + size
+        self.reserved_total += size
+        return None
+
+    def _unreserve(self, client: Client, oid: int) -> None:
+        if client.reserved:
+            size = client.reserved.pop(oid, 0)
+            self.reserved_total -= size
+
+    def _make_room(self, size: int) -> bool:
+        over = self.store_used + self.reserved_total + size - self.capacity
+        if over <= 0:
+            return True
+        victims = sorted(((obj.used, oid, obj) for oid, obj in self.objects.items()
+                          if obj.state == READY and obj.shm_size and obj.spilled is None),
+                         key=lambda v: v[0])
+        for _, oid, obj in victims:
+            if over <= 0:
+                break
+            if self.spill_limit and self.spilled_used + obj.shm_size > self.spill_limit:
+                continue
+            path = self.io.spill(oid, obj.shm_size)
+            if path is None:
+                return False
+            obj.spilled = path
+            self.store_used -= obj.shm_size
+            self.spilled_used += obj.shm_size
+            self.spill_count += 1
+            over -= obj.shm_size
+        return over <= 0
+
+    def _restore(self, oid: int, obj: Obj) -> None:
+        path = obj.spilled
+        assert path is not None
+        self._make_room(obj.shm_size)  # best effort: a read must not fail for lack of room
+        if not self.io.restore(oid, path):
+            err = ObjectLostError(f"Object {oid:x} could not be read back from disk ({path}).")
+            obj.spilled = None
+            self.spilled_used -= obj.shm_size
+            obj.shm_size = 0
+            obj.blob = system_error_blob(err)
+            obj.error = True
+            return
+        obj.spilled = None
+        self.spilled_used -= obj.shm_size
+        self.store_used += obj.shm_size
+        self.restore_count += 1
 
     def get_request(self, client: Client, oids: Iterable[int]) -> None:
         for oid in oids:
@@ -334,7 +430,7 @@ class NodeState:
                 err = ObjectLostError(f"Object {oid:x} is gone: it was freed or never existed.")
                 self.io.send(client, (P.OBJ, (oid, system_error_blob(err), 0)))
             elif obj.state == READY:
-                self.io.send(client, (P.OBJ, (oid, obj.blob, obj.shm_size)))
+                self.io.send(client, (P.OBJ, self.loc(oid)))
             else:
                 if client not in obj.subscribers:
                     obj.subscribers.append(client)
@@ -554,6 +650,9 @@ class NodeState:
 
     def result(self, worker: Worker, task_id: int, ok: bool, locs: list, error: bytes | None,
                t0: float, t1: float, contained: tuple[int, ...] = ()) -> None:
+        if worker.client is not None and worker.client.reserved:
+            for loc in locs:
+                self._unreserve(worker.client, loc[0])
         task = self.tasks.get(task_id)
         if task is None:
             return
@@ -1127,6 +1226,9 @@ class NodeState:
             "objects": len(self.objects),
             "store_used": self.store_used,
             "store_capacity": self.capacity,
+            "spilled": self.spilled_used,
+            "spills": self.spill_count,
+            "restores": self.restore_count,
             "actors": sum(1 for a in self.actors.values() if a.state != "dead"),
         }
 

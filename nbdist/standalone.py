@@ -446,6 +446,7 @@ def status(address: str | None = None, token: str | None = None) -> dict[str, An
             "objects": n.get("objects", 0),
             "object_store_used": n.get("store_used", 0),
             "object_store_capacity": n.get("store_capacity", 0),
+            "object_store_spilled": n.get("spilled", 0),
         })
     return {"version": 1, "address": display_address(head), "nodes": out_nodes}
 

@@ -281,6 +281,7 @@ class Worker:
         client = self.client
         if size <= client.inline_max:
             return (oid, serialization.join(parts), 0, contained)
+        client.reserve(oid, size)
         store.write(client._shm_path(oid), parts, size)
         return (oid, None, size, contained)
 

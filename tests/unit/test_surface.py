@@ -65,3 +65,13 @@ def test_unknown_option_lists_valid_ones() -> None:
         assert "num_cpus" in str(exc) and "num_cpu" in str(exc)
     else:
         raise AssertionError("unknown options must be rejected")
+
+
+def test_remote_errors_of_types_with_their_own_allocator_stay_catchable() -> None:
+    from nbdist.exceptions import ObjectStoreFullError, TaskError
+
+    for cause in (ObjectStoreFullError("full"), MemoryError("m"), FileNotFoundError(2, "gone"),
+                  KeyError("k")):
+        err = TaskError("f", "tb", cause, 1, "t").as_instanceof_cause()
+        assert isinstance(err, TaskError) and isinstance(err, type(cause))
+        assert err.args == cause.args
