@@ -83,8 +83,13 @@ def _start(argv: list[str]) -> int:
         address = standalone.display_address(session.head)
         print(f"nbdist head started at {address} (head pid {session.pids[0]}, node pid "
               f"{session.node_pid}); files and logs in {session.path}")
+        reach = address
+        if address.startswith("0.0.0.0:"):  # listening everywhere: others use a real name
+            import socket
+
+            reach = f"{socket.gethostname()}:{address.rsplit(':', 1)[1]}"
         print("\nTo add a node on another machine:\n"
-              f"    nbdist start --address {address} --token {session.token}")
+              f"    nbdist start --address {reach} --token {session.token}")
         print("On this machine the token is found without --token:\n"
               f"    nbdist start --address {address}")
         print(f"\nTo attach a driver on a machine with a node:\n"

@@ -622,7 +622,7 @@ class Server:
             except OSError:
                 n = 0
             if not n:
-                self.drop(peer, None)
+                self.drop(peer, "closed in the middle of a frame")
                 return
             for msgs in peer.reader.received(n):
                 if not peer.closed:
@@ -636,7 +636,12 @@ class Server:
         except OSError:
             data = b""
         if not data:
-            self.drop(peer, None)
+            reason = None
+            if not peer.authed:
+                reason = "closed during the handshake"
+            elif peer.reader.buf or peer.reader.big is not None:
+                reason = "closed in the middle of a frame"
+            self.drop(peer, reason)
             return
         if not peer.authed:
             data = self._handshake_data(peer, data)
@@ -675,7 +680,12 @@ class Server:
             return
         peer.closed = True
         if reason:
-            log.warning("nbdist: dropped connection %s: %s", peer.id, reason)
+            where = ""
+            with contextlib.suppress(OSError):
+                name = peer.sock.getpeername()
+                if isinstance(name, tuple):
+                    where = f" from {name[0]}:{name[1]}"
+            log.warning("nbdist: dropped connection %s%s: %s", peer.id, where, reason)
         with contextlib.suppress(KeyError, ValueError):
             self.sel.unregister(peer.sock)
         self.peers.pop(peer.fd, None)
