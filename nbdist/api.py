@@ -129,6 +129,7 @@ def _attach(address: str) -> runtime.CoreClient:
     from .cluster import hello
 
     head = standalone.auto_address() if address == "auto" else standalone.head_address(address)
+    standalone.use_tls(head)
     secret = standalone.find_token(head)
     node = standalone.pick_local_node(standalone.head_request(head, secret, "nodes"))
     where = standalone.node_connect_address(node)
@@ -301,6 +302,7 @@ def nodes() -> list[dict[str, Any]]:
             "NodeManagerHostname": os.uname().nodename,
             "Resources": dict(n.get("total", {})),
             "ObjectStoreUsed": n.get("store_used", 0),
+            "ObjectStoreSpilled": n.get("spilled", 0),
             "Pid": n.get("pid", 0),
             "alive": n.get("alive", True),
         })

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,6 +50,19 @@ def _resources_arg(text: str | None) -> dict[str, float] | None:
     return {str(k): float(v) for k, v in data.items()}
 
 
+def _tls_flags(parser: Any) -> None:
+    parser.add_argument("--tls-cert", metavar="PEM", help="TLS certificate for TCP traffic "
+                        "(or NBDIST_TLS_CERT); every node of the cluster needs one")
+    parser.add_argument("--tls-key", metavar="PEM", help="its private key (or NBDIST_TLS_KEY)")
+    parser.add_argument("--tls-ca", metavar="PEM", help="CA that signed the cluster's "
+                        "certificates; peers must present one it signed (or NBDIST_TLS_CA)")
+
+
+def _tls_arg(args: Any) -> dict[str, str]:
+    return {k: v for k, v in (("cert", args.tls_cert), ("key", args.tls_key),
+                              ("ca", args.tls_ca)) if v}
+
+
 def _start(argv: list[str]) -> int:
     import argparse
 
@@ -74,10 +88,11 @@ def _start(argv: list[str]) -> int:
     parser.add_argument("--resources", help='custom resources as JSON, e.g. \'{"disk": 2}\'')
     parser.add_argument("--object-store-memory", type=int, metavar="BYTES",
                         help="object store capacity (default: 30%% of RAM)")
+    _tls_flags(parser)
     args = parser.parse_args(argv)
     resources = _resources_arg(args.resources)
     common = {"num_cpus": args.num_cpus, "num_gpus": args.num_gpus, "resources": resources,
-              "object_store_memory": args.object_store_memory}
+              "object_store_memory": args.object_store_memory, "tls": _tls_arg(args)}
     if args.head:
         session = standalone.start_head(args.host, args.port, **common)
         address = standalone.display_address(session.head)
@@ -134,8 +149,9 @@ def _status(argv: list[str]) -> int:
                         help="the cluster's head (default: the cluster started on this machine)")
     parser.add_argument("--token", help="the cluster token (or NBDIST_TOKEN)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
+    _tls_flags(parser)
     args = parser.parse_args(argv)
-    info = standalone.status(args.address, args.token)
+    info = standalone.status(args.address, args.token, _tls_arg(args))
     if args.json:
         print(json.dumps(info, indent=1, sort_keys=True))
         return 0

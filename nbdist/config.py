@@ -28,6 +28,11 @@ class Config:
     # spill_max_bytes of them (0: no limit but the disk), and read back when needed.
     spill_dir: str = ""
     spill_max_bytes: int = 0
+    # TLS for TCP connections between machines (PEM files; with a CA, certificates are
+    # required on both sides and must be signed by it). Empty: no TLS.
+    tls_cert: str = ""
+    tls_key: str = ""
+    tls_ca: str = ""
     # Transport.
     max_frame_bytes: int = 256 * MiB
     handshake_timeout_s: float = 5.0

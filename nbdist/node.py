@@ -614,6 +614,8 @@ def main(argv: list[str] | None = None) -> int:
         lifetime.die_with_parent(signal.SIGTERM)
     secret = bytes.fromhex(os.environ.pop("NBDIST_CLUSTER_SECRET"))
     cfg = config_mod.Config.from_dict(json.loads(os.environ.pop("NBDIST_CONFIG", "{}")))
+    if cfg.tls_cert:
+        transport.configure_tls(cfg.tls_cert, cfg.tls_key, cfg.tls_ca)
     for entry in json.loads(os.environ.pop("NBDIST_DRIVER_SYS_PATH", "[]")):
         if entry not in sys.path:
             sys.path.append(entry)

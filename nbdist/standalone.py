@@ -70,6 +70,7 @@ class Session:
     pids: list[int] = field(default_factory=list)
     node_pid: int = 0
     shm_dir: str = "/dev/shm"
+    tls: dict[str, str] = field(default_factory=dict)
 
     @property
     def token(self) -> str:
@@ -77,7 +78,7 @@ class Session:
 
     def save(self) -> None:
         data = {"role": self.role, "head": self.head, "pids": self.pids,
-                "node_pid": self.node_pid, "shm_dir": self.shm_dir}
+                "node_pid": self.node_pid, "shm_dir": self.shm_dir, "tls": self.tls}
         tmp = self.path / "session.json.tmp"
         tmp.write_text(json.dumps(data, indent=1))
         os.replace(tmp, self.path / "session.json")
@@ -89,7 +90,8 @@ class Session:
         except (OSError, ValueError):
             return None
         return cls(path, data["role"], data["head"], list(data["pids"]),
-                   int(data.get("node_pid", 0)), data.get("shm_dir", "/dev/shm"))
+                   int(data.get("node_pid", 0)), data.get("shm_dir", "/dev/shm"),
+                   dict(data.get("tls") or {}))
 
     def alive(self) -> bool:
         return any(_is_ours(pid) for pid in self.pids)
@@ -149,6 +151,31 @@ def _same_address(a: str, b: str) -> bool:
         local = {"127.0.0.1", "localhost", "0.0.0.0", ""}
         return pa == pb and (ha == hb or (ha in local and hb in local))
     return False
+
+
+def use_tls(address: str | None, tls: dict[str, str] | None = None) -> dict[str, str]:
+    """Turn on TLS for this process's TCP connections if the cluster uses it: the paths given
+    (``cert``, ``key``, ``ca``), else $NBDIST_TLS_CERT/KEY/CA, else those of a ``start`` on this
+    machine for that cluster. Returns what is in use ({} for none)."""
+    chosen = {k: v for k, v in (tls or {}).items() if v}
+    if not chosen:
+        env = {k: os.environ.get(f"NBDIST_TLS_{k.upper()}", "") for k in ("cert", "key", "ca")}
+        chosen = {k: v for k, v in env.items() if v}
+    if not chosen and address:
+        want = head_address(address)
+        for session in sessions():
+            if session.tls and _same_address(session.head, want):
+                chosen = dict(session.tls)
+                break
+    if chosen:
+        if not chosen.get("cert") or not chosen.get("key"):
+            raise ValueError("TLS needs both a certificate and its key (--tls-cert, --tls-key).")
+        chosen = {k: os.path.abspath(v) for k, v in chosen.items()}
+        try:
+            transport.configure_tls(chosen["cert"], chosen["key"], chosen.get("ca", ""))
+        except (OSError, ValueError) as exc:
+            raise ClusterError(f"Cannot use the TLS files {chosen}: {exc}") from None
+    return chosen
 
 
 def auto_address() -> str:
@@ -272,13 +299,20 @@ def _check_resources(resources: dict[str, float] | None) -> None:
         raise ValueError("Pass --num-cpus / --num-gpus, not CPU or GPU in --resources.")
 
 
+def _tls_config(tls: dict[str, str]) -> dict[str, str]:
+    return {"tls_cert": tls.get("cert", ""), "tls_key": tls.get("key", ""),
+            "tls_ca": tls.get("ca", "")}
+
+
 def start_head(host: str = "127.0.0.1", port: int = DEFAULT_PORT, *,
                num_cpus: float | None = None, num_gpus: float | None = None,
                resources: dict[str, float] | None = None,
-               object_store_memory: int | None = None) -> Session:
+               object_store_memory: int | None = None,
+               tls: dict[str, str] | None = None) -> Session:
     """Start a head and a node daemon on this machine, detached from the caller."""
     _check_resources(resources)
-    cfg = config_mod.load({"object_store_memory": object_store_memory})
+    tls = use_tls(None, tls)
+    cfg = config_mod.load({"object_store_memory": object_store_memory, **_tls_config(tls)})
     secret = os.urandom(32)
     root = state_dir()
     session_dir = root / f"head-{os.getpid()}-{int(time.time() * 1000)}"
@@ -287,7 +321,7 @@ def start_head(host: str = "127.0.0.1", port: int = DEFAULT_PORT, *,
     fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(secret.hex() + "\n")
-    session = Session(session_dir, "head", "", shm_dir=cfg.shm_dir)
+    session = Session(session_dir, "head", "", shm_dir=cfg.shm_dir, tls=tls)
     try:
         ready = session_dir / "head.ready"
         head = _spawn(session_dir, "nbdist.head",
@@ -315,20 +349,22 @@ def start_head(host: str = "127.0.0.1", port: int = DEFAULT_PORT, *,
 def start_node(address: str, *, token: str | None = None, host: str = "127.0.0.1",
                num_cpus: float | None = None, num_gpus: float | None = None,
                resources: dict[str, float] | None = None,
-               object_store_memory: int | None = None) -> Session:
+               object_store_memory: int | None = None,
+               tls: dict[str, str] | None = None) -> Session:
     """Start a node daemon on this machine that joins the cluster whose head is at
     ``address``."""
     _check_resources(resources)
     head = head_address(address)
+    tls = use_tls(address, tls)
     secret = find_token(address, token)
     index = int(head_request(head, secret, "alloc_node_index"))  # proves the token first
-    cfg = config_mod.load({"object_store_memory": object_store_memory})
+    cfg = config_mod.load({"object_store_memory": object_store_memory, **_tls_config(tls)})
     session_dir = state_dir() / f"node-{os.getpid()}-{int(time.time() * 1000)}"
     session_dir.mkdir(mode=0o700)
     fd = os.open(session_dir / "token", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(secret.hex() + "\n")
-    session = Session(session_dir, "node", head, shm_dir=cfg.shm_dir)
+    session = Session(session_dir, "node", head, shm_dir=cfg.shm_dir, tls=tls)
     try:
         ready = session_dir / "node.ready"
         node = _spawn(session_dir, "nbdist.node", _node_args(
@@ -420,11 +456,13 @@ def stop_all(address: str | None = None) -> list[Session]:
 
 
 # --------------------------------------------------------------------------- status
-def status(address: str | None = None, token: str | None = None) -> dict[str, Any]:
+def status(address: str | None = None, token: str | None = None,
+           tls: dict[str, str] | None = None) -> dict[str, Any]:
     """The cluster's nodes as the head knows them (stable keys; see docs/cluster.md)."""
     if address is None:
         address = auto_address()
     head = head_address(address)
+    use_tls(head, tls)
     secret = find_token(head, token)
     nodes = head_request(head, secret, "nodes")
     out_nodes = []

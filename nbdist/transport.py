@@ -44,6 +44,7 @@ import pickle
 import select
 import selectors
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -130,6 +131,38 @@ def client_handshake(sock: socket.socket, secret: bytes, timeout: float = 5.0) -
     sock.settimeout(None)
 
 
+# ------------------------------------------------------------------------------------- TLS
+# Optional, for TCP between machines (Unix sockets and worker socketpairs never use it). With a
+# CA, both sides must present a certificate it signed; the token handshake runs inside TLS.
+_tls_client: ssl.SSLContext | None = None
+_tls_server: ssl.SSLContext | None = None
+
+
+def configure_tls(cert: str, key: str, ca: str = "") -> None:
+    """Use TLS for every TCP connection this process makes or accepts from now on."""
+    global _tls_client, _tls_server
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server.minimum_version = ssl.TLSVersion.TLSv1_2
+    server.load_cert_chain(cert, key)
+    client = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    client.minimum_version = ssl.TLSVersion.TLSv1_2
+    client.load_cert_chain(cert, key)
+    # Cluster members are addressed by IP: the CA, not the host name, says who belongs.
+    client.check_hostname = False
+    if ca:
+        server.load_verify_locations(ca)
+        server.verify_mode = ssl.CERT_REQUIRED
+        client.load_verify_locations(ca)
+        client.verify_mode = ssl.CERT_REQUIRED
+    else:
+        client.verify_mode = ssl.CERT_NONE
+    _tls_client, _tls_server = client, server
+
+
+def tls_enabled() -> bool:
+    return _tls_client is not None
+
+
 def connect(address: str, secret: bytes, timeout: float = 5.0) -> socket.socket:
     family, addr = parse_address(address)
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -138,7 +171,16 @@ def connect(address: str, secret: bytes, timeout: float = 5.0) -> socket.socket:
         sock.connect(addr)
         if family == socket.AF_INET:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        client_handshake(sock, secret, timeout)
+            if _tls_client is not None:
+                try:
+                    sock = _tls_client.wrap_socket(sock)
+                except ssl.SSLError as exc:
+                    raise TransportError(f"TLS handshake with {address} failed: {exc}") from None
+        try:
+            client_handshake(sock, secret, timeout)
+        except ssl.SSLError as exc:
+            # With TLS 1.3 a refused client certificate shows up at the first read.
+            raise TransportError(f"TLS handshake with {address} failed: {exc}") from None
     except BaseException:
         sock.close()
         raise
@@ -308,6 +350,10 @@ class Connection:
     def _recv(self) -> memoryview:
         # Into a reused buffer: a fresh large bytes object per read costs an mmap/munmap.
         n = self.sock.recv_into(self._rbuf)
+        if n and isinstance(self.sock, ssl.SSLSocket):
+            # Bytes TLS already decrypted do not wake select: take them now.
+            while n < len(self._rbuf) and self.sock.pending():
+                n += self.sock.recv_into(memoryview(self._rbuf)[n:])
         return memoryview(self._rbuf)[:n]
 
     def pump(self, timeout: float | None) -> bool:
@@ -410,7 +456,7 @@ class Peer:
 
     __slots__ = (
         "sock", "fd", "reader", "outbox", "wq", "authed", "nonce", "hbuf", "deadline",
-        "closed", "info", "id", "want_write", "__weakref__",
+        "closed", "info", "id", "want_write", "tls_pending", "__weakref__",
     )
 
     def __init__(self, sock: socket.socket, max_frame: int, pid: int) -> None:
@@ -420,6 +466,7 @@ class Peer:
         self.outbox: list[Any] = []
         self.wq: collections.deque[memoryview] = collections.deque()  # bytes to write
         self.authed = False
+        self.tls_pending = False  # a TLS handshake to finish before anything else
         self.nonce = b""
         self.hbuf = bytearray()
         self.deadline = 0.0
@@ -492,9 +539,38 @@ class Server:
         self.sel.register(sock, selectors.EVENT_READ, ("peer", peer))
         if authed:
             peer.authed = True
+        elif isinstance(sock, ssl.SSLSocket) and sock.server_side:
+            peer.tls_pending = True
+            self._arm_handshake_timeout(peer)
+            self._tls_step(peer)
         else:
             self._start_handshake(peer)
         return peer
+
+    def _tls_step(self, peer: Peer) -> None:
+        sock = peer.sock
+        assert isinstance(sock, ssl.SSLSocket)
+        try:
+            sock.do_handshake()
+        except ssl.SSLWantReadError:
+            self._want_write(peer, False)
+            return
+        except ssl.SSLWantWriteError:
+            self._want_write(peer, True)
+            return
+        except (ssl.SSLError, OSError) as exc:
+            self.drop(peer, f"TLS handshake failed: {exc}")
+            return
+        peer.tls_pending = False
+        self._want_write(peer, False)
+        self._start_handshake(peer)
+
+    def _want_write(self, peer: Peer, want: bool) -> None:
+        if peer.want_write != want:
+            peer.want_write = want
+            events = selectors.EVENT_READ | (selectors.EVENT_WRITE if want else 0)
+            with contextlib.suppress(KeyError, ValueError):
+                self.sel.modify(peer.sock, events, ("peer", peer))
 
     def call_later(self, delay: float, fn: Callable[[], None]) -> None:
         self._timer_seq += 1
@@ -524,10 +600,14 @@ class Server:
             self._write(peer)
 
     def _write(self, peer: Peer) -> None:
+        if peer.tls_pending:
+            self._tls_step(peer)
+            return
         wq = peer.wq
+        tls = isinstance(peer.sock, ssl.SSLSocket)
         try:
             while wq:
-                if len(wq) == 1:
+                if len(wq) == 1 or tls:
                     n = peer.sock.send(wq[0])
                 else:
                     n = peer.sock.sendmsg(list(itertools.islice(wq, 0, _IOV_MAX)))
@@ -539,7 +619,7 @@ class Server:
                     else:
                         wq[0] = head[n:]
                         n = 0
-        except BlockingIOError:
+        except (BlockingIOError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
             if not peer.want_write:
                 peer.want_write = True
                 self.sel.modify(peer.sock, selectors.EVENT_READ | selectors.EVENT_WRITE,
@@ -597,13 +677,21 @@ class Server:
                 return
             if sock.family == socket.AF_INET:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                if _tls_server is not None:
+                    sock.setblocking(False)
+                    sock = _tls_server.wrap_socket(sock, server_side=True,
+                                                   do_handshake_on_connect=False)
             self.adopt(sock)
 
     def _start_handshake(self, peer: Peer) -> None:
         peer.nonce = os.urandom(NONCE)
-        peer.deadline = time.monotonic() + self.handshake_timeout
         peer.wq.append(memoryview(MAGIC + peer.nonce))
         self._write(peer)
+        if not peer.deadline:
+            self._arm_handshake_timeout(peer)
+
+    def _arm_handshake_timeout(self, peer: Peer) -> None:
+        peer.deadline = time.monotonic() + self.handshake_timeout
 
         def expire() -> None:
             if not peer.authed and not peer.closed:
@@ -612,12 +700,24 @@ class Server:
         self.call_later(self.handshake_timeout, expire)
 
     def _read(self, peer: Peer) -> None:
+        if peer.tls_pending:
+            self._tls_step(peer)
+            return
+        self._read_once(peer)
+        sock = peer.sock
+        if isinstance(sock, ssl.SSLSocket):
+            # Bytes TLS already decrypted do not wake select: take them now.
+            while not peer.closed and sock.pending():
+                self._read_once(peer)
+
+    def _read_once(self, peer: Peer) -> None:
         data: bytes | memoryview
         direct = peer.reader.direct()
         if direct is not None:  # the rest of a large frame: straight into its buffer
             try:
                 n = peer.sock.recv_into(direct)
-            except (BlockingIOError, InterruptedError):
+            except (BlockingIOError, InterruptedError, ssl.SSLWantReadError,
+                    ssl.SSLWantWriteError):
                 return
             except OSError:
                 n = 0
@@ -631,7 +731,7 @@ class Server:
         try:
             n = peer.sock.recv_into(self._rbuf)
             data = self._rview[:n]
-        except (BlockingIOError, InterruptedError):
+        except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
             return
         except OSError:
             data = b""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -61,5 +62,7 @@ def alive(pid: int) -> bool:
 def start_head(cli: Cli, *args: str) -> str:
     out = cli.run("start", "--head", "--port", "0", *args).stdout
     address = cli.status()["address"]
-    assert f"nbdist start --address {address} --token " in out  # the exact join command
+    # The exact join command (with this machine's name when listening on all addresses).
+    port = address.rsplit(":", 1)[1]
+    assert re.search(rf"nbdist start --address \S+:{port} --token [0-9a-f]{{64}}\n", out), out
     return address
