@@ -14,7 +14,7 @@ import pickle
 from typing import Any
 
 from . import protocol as P
-from . import runtime
+from . import runtime, serialization
 from .remote_function import (
     ACTOR_OPTIONS,
     METHOD_OPTIONS,
@@ -192,6 +192,11 @@ class ActorHandle:
             f"{', '.join(sorted(self._methods)) or '(none)'}.")
 
     def __reduce__(self) -> Any:
+        # Recorded like a ref: a task carrying the handle keeps the actor alive until it ends,
+        # even if the caller drops its own handle meanwhile.
+        contained = serialization.context.contained
+        if contained is not None:
+            contained.append(self._actor_id)
         return (_rebuild_handle, (self._actor_id, self._class_name, self._methods))
 
     def __repr__(self) -> str:

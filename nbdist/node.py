@@ -84,6 +84,7 @@ class NodeDaemon:
         self.node_out: dict[int, transport.Peer] = {}
         self.node_clients: dict[int, Client] = {}
         self.sent_fns: dict[int, set[int]] = {}
+        self.lost_nodes: set[int] = set()
         self.res_dirty = False
         self.address = ""
         self.local_address = ""
@@ -179,13 +180,20 @@ class NodeDaemon:
         self.to_node(index, (P.FORWARD, spec, fn, [self._value(loc) for loc in dep_locs]))
 
     def to_node(self, index: int, msg: tuple) -> None:
+        if index in self.lost_nodes:
+            return  # gone for good (indexes are never reused)
         peer = self.node_out.get(index)
         if peer is None or peer.closed:
             peer = self._connect_node(index)
             if peer is None:
-                self.state.node_lost(index)
+                self._node_gone(index)
                 return
         self.server.send(peer, msg)
+
+    def _node_gone(self, index: int) -> None:
+        if index not in self.lost_nodes:
+            self.lost_nodes.add(index)
+            self.state.node_lost(index)
 
     def _connect_node(self, index: int) -> transport.Peer | None:
         info = self.view.get(index)
@@ -229,6 +237,8 @@ class NodeDaemon:
             st.refs(client, msg[1])
         elif op == P.CANCEL:
             st.cancel(msg[1], msg[2])
+        elif op == P.KILL_ACTOR:
+            st.kill_actor(msg[1], msg[2])
         elif op == P.RELAY:
             target = st.jobs.get(msg[1])
             if target is not None:
@@ -458,7 +468,7 @@ class NodeDaemon:
             if self.node_out.get(index) is peer:
                 del self.node_out[index]
                 self.sent_fns.pop(index, None)
-                self.state.node_lost(index)
+                self._node_gone(index)
             return
         if isinstance(client, Client) and client.kind == P.KIND_NODE:
             if self.node_clients.get(client.node_index) is client:

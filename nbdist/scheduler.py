@@ -132,7 +132,7 @@ class Obj:
 class Actor:
     __slots__ = ("id", "spec", "state", "worker", "queue", "inflight", "restarts_left",
                  "count", "detached", "killed", "init_error", "name", "namespace", "held",
-                 "gpus", "job", "restarts")
+                 "gpus", "job", "restarts", "remote")
 
     def __init__(self, spec: tuple, job: int) -> None:
         extra = spec[P.S_EXTRA] or {}
@@ -153,6 +153,28 @@ class Actor:
         self.held: tuple[tuple[str, float], ...] = ()
         self.gpus: list[int] = []
         self.job = job
+        self.remote = 0  # for a stand-in of an actor owned by another node: that node
+
+    @classmethod
+    def stand_in(cls, actor_id: int, index: int) -> Actor:
+        """Routes calls to an actor owned by node ``index``, in the order they were made."""
+        actor = cls.__new__(cls)
+        actor.id = actor_id
+        actor.spec = ()
+        actor.state = "remote"
+        actor.worker = None
+        actor.queue = collections.deque()
+        actor.inflight = {}
+        actor.restarts_left = actor.restarts = actor.count = 0
+        actor.detached = actor.killed = False
+        actor.init_error = None
+        actor.name = None
+        actor.namespace = ""
+        actor.held = ()
+        actor.gpus = []
+        actor.job = 0
+        actor.remote = index
+        return actor
 
 
 class NodeIO(Protocol):
@@ -204,6 +226,7 @@ class NodeState:
         self.remote: dict[int, dict[str, Any]] = {}
         self.fetching: set[int] = set()  # objects asked of their owner node
         self.borrowed: dict[int, int] = {}  # oid -> owner node holding it for us
+        self.lost_nodes: set[int] = set()
         # Where nodes can join (a cluster started by `nbdist start`), a task no node can run
         # waits this long for one that can before it fails; parked: task id -> deadline.
         self.infeasible_wait = 0.0
@@ -251,6 +274,11 @@ class NodeState:
         obj = Obj()
         obj.count = 1
         self.objects[oid] = obj
+        owner = oid >> P.OWNER_SHIFT
+        if owner not in (0, self.node_index) and oid not in self.borrowed:
+            # Another node's object or actor: it stays alive there while we hold it.
+            self.borrowed[oid] = owner
+            self.io.to_node(owner, (P.NODE_REFS, [(1, oid)]))
 
     def decref(self, oid: int) -> None:
         obj = self.objects.get(oid)
@@ -466,6 +494,9 @@ class NodeState:
             client.holds.add(actor_id)
         elif actor_id:
             target = self.actors.get(actor_id)
+            owner = actor_id >> P.OWNER_SHIFT
+            if target is None and owner not in (0, self.node_index) and not forwarded:
+                target = self.actors[actor_id] = Actor.stand_in(actor_id, owner)
             if target is None or target.state == "dead":
                 self._finish_error(task, system_error_blob(self._dead_error(target, actor_id)))
                 return
@@ -925,6 +956,15 @@ class NodeState:
         self._pump(actor)
 
     def _pump(self, actor: Actor) -> None:
+        if actor.remote:
+            queue = actor.queue
+            while queue and queue[0].ready:
+                task = queue.popleft()
+                if not task.finished:
+                    self._forward(task, actor.remote)
+            if not queue and actor.state == "remote":
+                self.actors.pop(actor.id, None)  # made again by the next call
+            return
         if actor.state == "dead":
             err = self._dead_error(actor, actor.id)
             while actor.queue:
@@ -953,6 +993,10 @@ class NodeState:
 
     def kill_actor(self, actor_id: int, no_restart: bool) -> None:
         actor = self.actors.get(actor_id)
+        owner = actor_id >> P.OWNER_SHIFT
+        if (actor is None or actor.remote) and owner not in (0, self.node_index):
+            self.io.to_node(owner, (P.KILL_ACTOR, actor_id, no_restart))
+            return
         if actor is None or actor.state == "dead":
             return
         if no_restart:
@@ -1087,9 +1131,10 @@ class NodeState:
         task.attempt += 1
         task.dispatched_at = time.time()
         # Count it against that node until its next report.
-        avail = self.remote[index]["available"]
-        for name, amount in task.shape:
-            avail[name] = avail.get(name, 0.0) - amount
+        if index in self.remote and not task.spec[P.S_ACTOR]:
+            avail = self.remote[index]["available"]
+            for name, amount in task.shape:
+                avail[name] = avail.get(name, 0.0) - amount
         self.io.forward(index, task.spec, [self.loc(d) for d in task.spec[P.S_DEPS]])
 
     def remote_started(self, task_ids: list[int], t: float) -> None:
@@ -1127,9 +1172,24 @@ class NodeState:
         """Node ``index`` is gone: its forwarded tasks run again (while retries last), and
         what we were fetching from it is lost."""
         self.remote.pop(index, None)
+        self.lost_nodes.add(index)
+        for actor in [a for a in self.actors.values() if a.remote == index]:
+            actor.state = "dead"
+            self._dead_reasons[actor.id] = f"its node ({index}) was lost"
+            del self.actors[actor.id]
+            dead_blob = system_error_blob(self._dead_error(actor, actor.id))
+            for task in list(actor.queue):
+                self._finish_error(task, dead_blob)
+            actor.queue.clear()
         for task in [t for t in self.tasks.values() if t.remote == index and not t.finished]:
             task.remote = 0
             name = task.spec[P.S_NAME]
+            if task.spec[P.S_ACTOR]:
+                actor_id = task.spec[P.S_ACTOR]
+                self._finish_error(task, system_error_blob(ActorDiedError(
+                    f"The actor {actor_id:x} cannot run the call {name!r}: its node ({index}) "
+                    "was lost.", f"{actor_id:x}")))
+                continue
             if task.cancelled:
                 self._finish_error(task, system_error_blob(TaskCancelledError(
                     f"Task {name!r} was cancelled.")))
@@ -1155,6 +1215,13 @@ class NodeState:
     def _fetch_if_foreign(self, oid: int) -> None:
         owner = oid >> P.OWNER_SHIFT
         if owner in (0, self.node_index) or oid in self.fetching:
+            return
+        if owner in self.lost_nodes:
+            obj = self.objects.get(oid)
+            if obj is not None and obj.state == PENDING and self._producer(oid) is None:
+                err = ObjectLostError(f"Object {oid:x} was lost with the node that owned it "
+                                       f"(node {owner}).")
+                self._store(oid, obj, (oid, system_error_blob(err), 0), ())
             return
         if self._producer(oid) is not None:
             return  # made here by a task forwarded to us

@@ -160,3 +160,77 @@ def test_a_task_waits_briefly_for_a_node_with_its_resource(cli: Cli) -> None:
     nodes = cli.status()["nodes"]
     assert f"ran on {nodes[1]['node_id']}" in driver.stdout
     assert "refused: 'needs_delta' needs {CPU: 1, delta: 1} but no node has it" in driver.stdout
+
+
+def test_results_outlive_the_node_that_made_them_and_its_own_objects_are_lost(
+        cli: Cli) -> None:
+    address = _two_nodes(cli)
+    other = cli.status()["nodes"][1]["pid"]
+    driver = cli.python(f"""
+        import os, signal, time
+        import numpy as np
+        import nbdist
+        from nbdist.exceptions import ObjectLostError
+
+        nbdist.init(address={address!r})
+
+        @nbdist.remote(resources={{"beta": 1}})
+        def produce():
+            return np.full(1_000_000, 3.0)  # a result: it belongs to the driver's node
+
+        @nbdist.remote(resources={{"beta": 1}})
+        def put_there():
+            return [nbdist.put(np.full(1_000_000, 5.0))]  # that node's own object
+
+        made = produce.remote()
+        nbdist.wait([made])
+        inner = nbdist.get(put_there.remote())[0]
+        os.kill({other}, signal.SIGKILL)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and all(n["Alive"] for n in nbdist.nodes()):
+            time.sleep(0.05)
+        assert nbdist.get(made).sum() == 3_000_000.0  # nothing to rebuild: its owner has it
+        try:
+            nbdist.get(inner, timeout=20)
+        except ObjectLostError as exc:
+            print("lost:", exc)
+        # And the cluster goes on without that node.
+        print(nbdist.get(nbdist.remote(lambda: "still working").remote()))
+    """)
+    assert driver.returncode == 0, driver.stderr + driver.stdout
+    assert "lost: Object" in driver.stdout and "still working" in driver.stdout
+
+
+def test_tasks_on_another_node_call_an_actor_through_its_handle(cli: Cli) -> None:
+    address = start_head(cli, "--num-cpus", "1")
+    cli.run("start", "--address", address, "--num-cpus", "2")
+    driver = cli.python(f"""
+        import nbdist
+
+        nbdist.init(address={address!r})
+        here = nbdist.get_runtime_context().get_node_id()
+
+        @nbdist.remote
+        class ParameterServer:
+            def __init__(self):
+                self.value = 0
+            def add(self, delta):
+                self.value += delta
+                return self.value
+            def get(self):
+                return self.value
+
+        @nbdist.remote
+        def worker(ps, n):
+            for _ in range(n):
+                nbdist.get(ps.add.remote(1))
+            return nbdist.get_runtime_context().get_node_id()
+
+        ps = ParameterServer.remote()  # takes the driver's node's one CPU
+        nodes = nbdist.get([worker.remote(ps, 25) for _ in range(4)])
+        assert nbdist.get(ps.get.remote()) == 100
+        assert any(n != here for n in nodes), nodes  # the workers ran on the other node
+        print("OK", len(set(nodes)))
+    """)
+    assert driver.returncode == 0, driver.stderr + driver.stdout
+    assert "OK" in driver.stdout
