@@ -28,6 +28,9 @@ class Config:
     # spill_max_bytes of them (0: no limit but the disk), and read back when needed.
     spill_dir: str = ""
     spill_max_bytes: int = 0
+    # Nodes on one machine hand each other large objects as hard links in the shared-memory
+    # folder (no copy); off, they go through the transport as between machines.
+    same_host_links: bool = True
     # TLS for TCP connections between machines (PEM files; with a CA, certificates are
     # required on both sides and must be signed by it). Empty: no TLS.
     tls_cert: str = ""

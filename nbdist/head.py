@@ -83,7 +83,9 @@ class Head:
         if len(self.node_conns) < 2 and all(n["alive"] for n in self.nodes.values()):
             return  # one node: nobody to tell
         view = {n["node_index"]: {"address": n.get("address", ""), "total": n.get("total", {}),
-                                  "available": n.get("available", {}), "alive": n["alive"]}
+                                  "available": n.get("available", {}), "alive": n["alive"],
+                                  "boot_id": n.get("boot_id", ""), "pid": n.get("pid", 0),
+                                  "shm_dir": n.get("shm_dir", "")}
                 for n in self.nodes.values()}
         for peer in self.node_conns.values():
             self.server.send(peer, (P.CLUSTER_VIEW, view))

@@ -20,6 +20,7 @@ import argparse
 import gc
 import json
 import logging
+import mmap
 import os
 import pickle
 import shutil
@@ -28,12 +29,15 @@ import socket
 import sys
 import tempfile
 import time
+import weakref
 from typing import Any
 
 from . import config as config_mod
 from . import ids, lifetime, store, transport
 from . import protocol as P
+from .exceptions import ObjectLostError
 from .scheduler import Client, NodeState, Worker
+from .serialization import system_error_blob
 from .store import unlink as unlink_file
 
 log = logging.getLogger("nbdist.node")
@@ -91,6 +95,11 @@ class NodeDaemon:
         self.stopping = False
         self.exit_code = 0
         self.spill_dir = ""  # made at the first spill, removed with the node
+        self._received_files: dict[int, tuple[weakref.ref[mmap.mmap], str, int]] = {}
+        self._receive_seq = 0
+        self._link_seq = 0
+        self.boot_id = lifetime.boot_id()
+        self.server.alloc = self._receive_file
 
     # ---------------------------------------------------------------- NodeIO
     def send(self, client: Client, msg: tuple) -> None:
@@ -100,23 +109,70 @@ class NodeDaemon:
             self.server.send(client.peer, msg)
 
     # ---------------------------------------------------------------- other nodes
-    def _value(self, loc: tuple) -> tuple:
-        """A Loc made portable: the bytes of a shared-memory file go along."""
+    def _value(self, loc: tuple, index: int) -> tuple:
+        """A Loc made portable for node ``index``: ``(oid, blob, data, contained, link, size)``.
+        The bytes of a shared-memory file go along as ``data``; to a node on this machine (it
+        shares /dev/shm) a hard link named for it goes instead, which it renames into place:
+        no copy at all."""
         oid, blob, size = loc[0], loc[1], loc[2]
-        data = None
-        if blob is None and size:
-            data = pickle.PickleBuffer(store.map_readonly(self._shm_path(oid)))
-        return (oid, blob, data, tuple(loc[3]) if len(loc) > 3 else ())
+        contained = tuple(loc[3]) if len(loc) > 3 else ()
+        if blob is not None or not size:
+            return (oid, blob, None, contained, "", 0)
+        peer = self.view.get(index) or {}
+        if (self.cfg.same_host_links and peer.get("boot_id") == self.boot_id
+                and peer.get("shm_dir") == self.shm_dir and peer.get("pid")):
+            self._link_seq += 1
+            link = os.path.join(self.shm_dir,
+                                f"nbdist-{peer['pid']}-from{self.node_pid}x{self._link_seq}")
+            try:
+                os.link(self._shm_path(oid), link)
+                return (oid, None, None, contained, link, size)
+            except OSError as exc:
+                log.warning("nbdist node: cannot link object %x for node %d: %s", oid, index,
+                            exc)
+        data = pickle.PickleBuffer(store.map_readonly(self._shm_path(oid)))
+        return (oid, None, data, contained, "", size)
 
     def _local(self, val: tuple) -> tuple:
         """A received value as a Loc of this node (a shared-memory copy when it has data)."""
-        oid, blob, data, contained = val
+        oid, blob, data, contained, link, size = val
+        path = self._shm_path(oid)
+        if link:
+            unlink_file(path)
+            try:
+                os.rename(link, path)
+            except OSError as exc:
+                unlink_file(link)
+                err = ObjectLostError(f"Object {oid:x} did not arrive from another node: {exc}")
+                return (oid, system_error_blob(err), 0, contained)
+            return (oid, None, size, contained)
         if data is None:
             return (oid, blob, 0, contained)
-        path = self._shm_path(oid)
         unlink_file(path)
-        store.write(path, [data], len(data))
-        return (oid, None, len(data), contained)
+        view = memoryview(data)
+        received = self._received_files.pop(id(view.obj), None)
+        if received is not None and received[0]() is view.obj and view.nbytes == received[2]:
+            os.rename(received[1], path)  # it was read straight into a file of the store
+        else:
+            store.write(path, [view], view.nbytes)
+        return (oid, None, view.nbytes, contained)
+
+    def _receive_file(self, n: int) -> memoryview:
+        """`transport.Server.alloc`: a large value from another node is read straight into a
+        shared-memory file, renamed into place when its message is handled."""
+        self._receive_seq += 1
+        path = os.path.join(self.shm_dir, f"nbdist-{self.node_pid}-in{self._receive_seq}")
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.ftruncate(fd, n)
+            mm = mmap.mmap(fd, max(n, 1))
+        finally:
+            os.close(fd)
+        # Files never claimed (a connection dropped mid-frame) go when their mapping does.
+        for key in [k for k, (ref, p, _) in self._received_files.items() if ref() is None]:
+            unlink_file(self._received_files.pop(key)[1])
+        self._received_files[id(mm)] = (weakref.ref(mm), path, n)
+        return memoryview(mm)[:n]
 
     def _shm_path(self, oid: int) -> str:
         return os.path.join(self.shm_dir, P.shm_name(self.node_pid, oid))
@@ -156,7 +212,7 @@ class NodeDaemon:
         index = client.node_index
         if op == P.DONE:
             _, task_id, ok, locs, t0, t1, pid = msg
-            vals = [self._value(loc) for loc in locs]
+            vals = [self._value(loc, index) for loc in locs]
             # Objects of ours that the results contain stay alive for that node until it
             # lets go (NODE_REFS).
             mine = [c for v in vals for c in v[3] if c >> P.OWNER_SHIFT == self.node_index]
@@ -164,7 +220,7 @@ class NodeDaemon:
                 self.state.refs(client, [(1, c) for c in mine])
             self.to_node(index, (P.RESULTS, task_id, ok, vals, t0, t1, pid))
         elif op == P.OBJ:
-            self.to_node(index, (P.VALUE, self._value(msg[1])))
+            self.to_node(index, (P.VALUE, self._value(msg[1], index)))
         elif op == P.STARTED:
             self.to_node(index, (P.NODE_STARTED, [tid for tid, _ in msg[1]], msg[2]))
         else:
@@ -177,7 +233,7 @@ class NodeDaemon:
         if fid and fid not in sent:
             fn = self.state.fns.get(fid)
             sent.add(fid)
-        self.to_node(index, (P.FORWARD, spec, fn, [self._value(loc) for loc in dep_locs]))
+        self.to_node(index, (P.FORWARD, spec, fn, [self._value(loc, index) for loc in dep_locs]))
 
     def to_node(self, index: int, msg: tuple) -> None:
         if index in self.lost_nodes:

@@ -235,40 +235,62 @@ def _decode(payload: memoryview, oob: bool) -> list[Any]:
 class FrameReader:
     """Splits a byte stream into decoded message lists; rejects frames over ``limit``.
 
-    A large out-of-band frame is collected in a buffer of its own (``big``), which callers can
-    also receive into directly (`direct`), and is unpickled with views into that buffer."""
+    The buffers of a large out-of-band frame are read into memory of their own, which callers
+    can also receive into directly (`direct`): by default anonymous pages, or what ``alloc``
+    gives (a node daemon gives shared-memory files, so a value arriving from another node lands
+    in its store with no further copy); the messages are unpickled with views of them."""
 
-    def __init__(self, limit: int = DEFAULT_MAX_FRAME) -> None:
+    def __init__(self, limit: int = DEFAULT_MAX_FRAME,
+                 alloc: Callable[[int], memoryview] | None = None) -> None:
         self.buf = bytearray()
         self.limit = limit
-        self.big: mmap.mmap | None = None
+        self.alloc = alloc or _anonymous
+        self.big: list[memoryview] | None = None  # where each part of the frame goes
+        self.big_head: bytes = b""  # the frame's header and pickle
+        self.big_part = 0
         self.big_have = 0
 
     def direct(self) -> memoryview | None:
-        """Where the rest of a large frame goes, if one is being read."""
+        """Where the next bytes of a large frame go, if one is being read."""
         if self.big is None:
             return None
-        return memoryview(self.big)[self.big_have :]
+        return self.big[self.big_part][self.big_have :]
 
     def received(self, n: int) -> list[list[Any]]:
         """``n`` bytes were received into `direct`'s buffer."""
         assert self.big is not None
         self.big_have += n
-        if self.big_have < len(self.big):
+        if self.big_have == self.big[self.big_part].nbytes:
+            self.big_part += 1
+            self.big_have = 0
+            while self.big_part < len(self.big) and not self.big[self.big_part].nbytes:
+                self.big_part += 1
+        if self.big_part < len(self.big):
             return []
-        big, self.big = self.big, None
-        return [_decode(memoryview(big), True)]
+        parts, self.big = self.big, None
+        return [_decode_parts(self.big_head, parts)]
+
+    def _fill(self, data: memoryview) -> tuple[list[list[Any]], memoryview]:
+        """Copy ``data`` into the large frame being read; returns what completed and the
+        bytes after the frame."""
+        out: list[list[Any]] = []
+        while self.big is not None and data.nbytes:
+            target = self.direct()
+            assert target is not None
+            take = min(target.nbytes, data.nbytes)
+            target[:take] = data[:take]
+            out += self.received(take)
+            data = data[take:]
+        return out, data
 
     def feed(self, data: bytes | memoryview) -> list[list[Any]]:
         out: list[list[Any]] = []
         if self.big is not None:
-            view = memoryview(data)
-            take = min(len(view), len(self.big) - self.big_have)
-            self.big[self.big_have : self.big_have + take] = view[:take]
-            out += self.received(take)
-            if take == len(view):
+            done, rest = self._fill(memoryview(data).cast("B"))
+            out += done
+            if not rest.nbytes:
                 return out
-            data = view[take:]
+            data = rest
         self.buf += data
         buf = self.buf
         pos = 0
@@ -280,13 +302,8 @@ class FrameReader:
             if length > self.limit:
                 raise TransportError(f"frame of {length} bytes exceeds the limit {self.limit}")
             if n - pos - 4 < length:
-                if oob and length >= BIG_FRAME:
+                if oob and length >= BIG_FRAME and self._start_big(buf, pos + 4, n, length):
                     # The rest of the stream so far is all this frame's.
-                    # Anonymous pages: not zeroed up front, unlike a bytearray.
-                    self.big = mmap.mmap(-1, length)
-                    have = n - pos - 4
-                    self.big[:have] = memoryview(buf)[pos + 4 : n]
-                    self.big_have = have
                     pos = n
                 break
             if oob:
@@ -298,6 +315,44 @@ class FrameReader:
         if pos:
             del buf[:pos]
         return out
+
+    def _start_big(self, buf: bytearray, start: int, end: int, length: int) -> bool:
+        """Begin reading a large frame whose first bytes are ``buf[start:end]``, once its
+        header and pickle are all there (False: wait for more)."""
+        if end - start < _OOB.size:
+            return False
+        plen, nbuf = _OOB.unpack_from(buf, start)
+        head_len = _OOB.size + 8 * nbuf + plen
+        if end - start < head_len or head_len > length:
+            return False
+        lengths = struct.unpack_from(f"!{nbuf}Q", buf, start + _OOB.size)
+        if head_len + sum(lengths) != length:
+            raise TransportError("malformed frame: buffer lengths do not add up to the frame")
+        self.big_head = bytes(buf[start : start + head_len])
+        self.big = [self.alloc(n) for n in lengths]
+        self.big_part = self.big_have = 0
+        while self.big_part < len(self.big) and not self.big[self.big_part].nbytes:
+            self.big_part += 1
+        done, rest = self._fill(memoryview(buf)[start + head_len : end])
+        assert not done and not rest.nbytes
+        return True
+
+
+def _anonymous(n: int) -> memoryview:
+    # Anonymous pages: not zeroed up front, unlike a bytearray.
+    return memoryview(mmap.mmap(-1, max(n, 1)))[:n]
+
+
+def _decode_parts(head: bytes, parts: list[memoryview]) -> list[Any]:
+    try:
+        plen, nbuf = _OOB.unpack_from(head, 0)
+        pickled = memoryview(head)[_OOB.size + 8 * nbuf : _OOB.size + 8 * nbuf + plen]
+        msgs = pickle.loads(pickled, buffers=parts)
+    except Exception as exc:
+        raise TransportError(f"malformed frame: {exc!r}") from None
+    if not isinstance(msgs, list):
+        raise TransportError("malformed frame: not a message list")
+    return msgs
 
 
 class Connection:
@@ -459,10 +514,11 @@ class Peer:
         "closed", "info", "id", "want_write", "tls_pending", "__weakref__",
     )
 
-    def __init__(self, sock: socket.socket, max_frame: int, pid: int) -> None:
+    def __init__(self, sock: socket.socket, max_frame: int, pid: int,
+                 alloc: Callable[[int], memoryview] | None = None) -> None:
         self.sock = sock
         self.fd = sock.fileno()
-        self.reader = FrameReader(max_frame)
+        self.reader = FrameReader(max_frame, alloc)
         self.outbox: list[Any] = []
         self.wq: collections.deque[memoryview] = collections.deque()  # bytes to write
         self.authed = False
@@ -506,6 +562,8 @@ class Server:
         self.running = True
         self._next_peer_id = 1
         self.on_iteration: Callable[[], None] | None = None
+        # Memory for the buffers of large out-of-band frames (see FrameReader).
+        self.alloc: Callable[[int], memoryview] | None = None
         # `stop` may be called from a signal handler: a byte on this pipe ends the select
         # (Python retries a select that a handled signal interrupted).
         self._wake_r, self._wake_w = os.pipe()
@@ -533,7 +591,7 @@ class Server:
     def adopt(self, sock: socket.socket, authed: bool = False) -> Peer:
         """Serve an already-connected socket (e.g. one end of a socketpair to a worker)."""
         sock.setblocking(False)
-        peer = Peer(sock, self.max_frame, self._next_peer_id)
+        peer = Peer(sock, self.max_frame, self._next_peer_id, self.alloc)
         self._next_peer_id += 1
         self.peers[peer.fd] = peer
         self.sel.register(sock, selectors.EVENT_READ, ("peer", peer))

@@ -20,7 +20,12 @@ def _two_nodes(cli: Cli) -> str:
     return address
 
 
-def test_work_spreads_over_nodes_and_goes_where_its_resource_is(cli: Cli) -> None:
+@pytest.mark.parametrize("transfer", ["link", "tcp"])
+def test_work_spreads_over_nodes_and_goes_where_its_resource_is(cli: Cli, transfer: str
+                                                                ) -> None:
+    # Nodes on one machine hand over large values as hard links; "tcp" makes them send the
+    # bytes through the transport, as between machines.
+    cli.env["NBDIST_SAME_HOST_LINKS"] = "1" if transfer == "link" else "0"
     address = _two_nodes(cli)
     driver = cli.python(f"""
         import numpy as np
