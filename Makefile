@@ -4,9 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: lab test lint typecheck unit integration bench clean
+.PHONY: lab test lint typecheck unit integration bench clean labextension ts-test
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml nbdist/labextension/package.json
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'
@@ -20,11 +20,28 @@ lab: $(STAMP)
 	echo '{"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": false}}' > $(VENV)/share/jupyter/lab/settings/overrides.json
 	$(BIN)/jupyter lab --notebook-dir=notebooks $(ROOT_FLAG) $(LAB_ARGS)
 
+# The JupyterLab panel (labextension/, TypeScript): npm installs from the lock file; the build
+# writes nbdist/labextension, which is kept in the repository so that installing nbdist needs no
+# Node.js (the build is deterministic: unchanged sources give unchanged files); pip then copies
+# it into the venv's share/jupyter/labextensions.
+NODE_DEPS := labextension/node_modules/.package-lock.json
+
+$(NODE_DEPS): labextension/package-lock.json
+	cd labextension && npm ci --no-audit --no-fund
+	touch $(NODE_DEPS)
+
+labextension: $(STAMP) $(NODE_DEPS)
+	cd labextension && PATH="$(abspath $(BIN)):$$PATH" npm run build:prod
+	$(BIN)/python -m pip install --quiet --no-deps -e .
+
+ts-test: $(NODE_DEPS)
+	cd labextension && npm test
+
 lint: $(STAMP)
 	$(BIN)/ruff check nbdist tests
 	$(BIN)/mypy
 
-test: lint
+test: lint ts-test labextension
 	$(BIN)/python -m pytest tests $(PYTEST_ARGS)
 
 unit: $(STAMP)

@@ -80,6 +80,7 @@ class TaskFailed(Event):
     duration: float
     worker_pid: int
     started: float = 0.0  # when the worker began it, if it ran (0.0 if it never did)
+    traceback: str = ""  # the remote traceback, as the worker formatted it
     kind = "task_failed"
 
 

@@ -482,6 +482,11 @@ class NodeDaemon:
                                            None if error is None else
                                            f"ObjectStoreFullError: {error}"))
             return
+        if op == "spilled":  # which objects are on disk now (for the panel), at most 10,000
+            spilled = [f"{oid:018x}" for oid, obj in self.state.objects.items()
+                       if obj.spilled is not None][:10_000]
+            self.server.send(client.peer, (P.CONTROL_REPLY, req_id, True, spilled))
+            return
         if op == "node_info":
             snap = self.state.snapshot()
             snap.update(self.welcome_info())

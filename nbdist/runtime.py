@@ -490,7 +490,7 @@ class CoreClient:
                         lst.remove(waiter)
                         if not lst:
                             del self._waiters[oid]
-        if self.closed and not ok:
+        if self.closed and (not ok or any(o not in self._cache for o in oids)):
             raise ClusterError(f"The nbdist cluster went away: {self.close_reason}")
         return ok
 
@@ -582,6 +582,10 @@ class CoreClient:
             raise ClusterError(text)
         return result
 
+    def ref_count(self, oid: int) -> int:
+        """How many refs to ``oid`` this process holds."""
+        return self._refs.get(oid, 0)
+
     def cancel(self, oid: int, force: bool) -> None:
         self.send([(P.CANCEL, oid, force)])
 
@@ -658,9 +662,10 @@ class CoreClient:
                 self.publish(ev.ObjectCreated(now, hex_id(loc[0]), size, self.node_id,
                                               hex_id(self.client_no), tid, loc[1] is None))
         else:
-            etype, message = _error_summary(locs[0][1] if locs else None)
+            blob = locs[0][1] if locs else None
+            etype, message = _error_summary(blob)
             self.publish(ev.TaskFailed(now, tid, name, etype, message, t1 - t0 if t0 else 0.0,
-                                       pid, t0))
+                                       pid, t0, _traceback_text(blob)))
 
     def _started(self, msg: tuple) -> None:
         if self.mode != P.KIND_DRIVER:
@@ -727,7 +732,8 @@ class CoreClient:
             self._task_tags.pop(tid, None)
             etype, message = _error_summary(f["error"])
             self.publish(ev.TaskFailed(now, hex_id(tid), f["name"], etype, message,
-                                       f["t1"] - f["t0"], f["pid"], f["t0"]))
+                                       f["t1"] - f["t0"], f["pid"], f["t0"],
+                                       _traceback_text(f["error"])))
         elif kind == "task_retried":
             self.publish(ev.TaskRetried(now, hex_id(f["task_id"]), f["name"], f["attempt"],
                                         f["reason"]))
@@ -764,6 +770,13 @@ class CoreClient:
                 pass
         self.closed = True
         self.conn.close()
+
+
+def _traceback_text(blob: bytes | None) -> str:
+    try:
+        return serialization.error_text(blob)[-8000:] if blob else ""
+    except Exception:
+        return ""
 
 
 def _error_summary(blob: bytes | None) -> tuple[str, str]:

@@ -12,6 +12,9 @@ iopub socket may be written from any thread). ``_model_lock`` guards the model;
 taken before the snapshot it was just sent (a later delta only repeats changes, which is
 harmless: deltas carry full records).
 
+Whether a cluster runs is not an event: the sender thread asks ``nbdist.is_initialized()`` each
+interval (a flag read) so the panel can tell "no cluster yet" from "an idle cluster".
+
 The engine does not publish NodeUp yet, so the sender thread asks ``nbdist.nodes()`` (once per
 node) about nodes the model learnt from task records, for their address and resources.
 
@@ -32,7 +35,7 @@ from collections.abc import Callable
 from typing import Any
 
 import nbdist
-from nbdist import events
+from nbdist import events, runtime
 
 from .model import SCHEMA_VERSION, Json, Model
 
@@ -42,6 +45,7 @@ log = logging.getLogger(__name__)
 
 TARGET = "nbdist"
 INTERVAL_S = 0.1  # at most ~10 deltas a second: the panel cannot show more
+SPILLED_S = 1.0  # how often the node is asked which objects it has spilled to disk
 
 
 def error_message(message: str) -> Json:
@@ -63,6 +67,7 @@ class Hub:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._nodes_asked: set[str] = set()
+        self._spilled_at = 0.0
 
     @property
     def subscribed(self) -> bool:
@@ -146,6 +151,7 @@ class Hub:
 
     def _snapshot(self) -> Json:
         with self._model_lock:
+            self._model.set_cluster(nbdist.is_initialized())
             return self._model.snapshot()
 
     # ------------------------------------------------------------ sender thread
@@ -162,7 +168,10 @@ class Hub:
             if not self._comms:
                 return
             self._describe_nodes()
+            self._poll_spilled()
             with self._model_lock:
+                self._model.set_cluster(nbdist.is_initialized())
+                self._model.ref_count = self._driver_refs
                 delta = self._model.take_delta()
             if delta is None:
                 return
@@ -172,6 +181,31 @@ class Hub:
                 except Exception:
                     log.exception("nbdist comm %s failed; dropping it", comm.comm_id)
                     self._comms.remove(comm)
+
+    def _driver_refs(self, object_id: str) -> int | None:
+        client = runtime._client
+        if client is None or client.closed or not hasattr(client, "ref_count"):
+            return None
+        try:
+            return int(client.ref_count(int(object_id, 16)))
+        except ValueError:
+            return None
+
+    def _poll_spilled(self) -> None:
+        """At most every SPILLED_S, ask the node which objects it has on disk."""
+        now = time.monotonic()
+        if now - self._spilled_at < SPILLED_S or not nbdist.is_initialized():
+            return
+        self._spilled_at = now
+        client = runtime._client
+        if client is None or client.closed or not hasattr(client, "control"):
+            return
+        try:
+            ids = set(client.control("spilled", timeout=2.0))
+        except Exception:  # an older node, or a cluster going away: nothing shown as spilled
+            return
+        with self._model_lock:
+            self._model.set_spilled(ids)
 
     def _describe_nodes(self) -> None:
         with self._model_lock:

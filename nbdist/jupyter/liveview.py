@@ -67,7 +67,8 @@ def summary_html(snap: dict[str, Any], status: str) -> str:
     workers = [w for w in snap["workers"].values() if w["state"] == "up"]
     busy = sum(1 for w in workers if w["task"])
     parts = [
-        f"<b>tasks</b> {t['tasks']}: {t['pending']} pending, {t['running']} running, "
+        f"<b>tasks</b> {t['tasks']}: {t['pending']} pending, {t.get('scheduled', 0)} "
+        f"scheduled, {t['running']} running, "
         f"{t['finished']} finished, <span style='color:{plots.COLORS['failed']}'>"
         f"{t['failed']} failed</span>",
         f"<b>objects</b> {t['objects']} ({_mib(t['bytes'])})",

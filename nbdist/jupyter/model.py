@@ -22,7 +22,9 @@ State and invariants:
                 ready count also rises as the objects it waits for are created, because the
                 engine publishes only begin and done
     _workers    "node:pid" -> _Worker, _nodes node id -> _Node (both also learnt from the
-                node and pid fields of task records: the engine does not publish NodeUp yet)
+                node and pid fields of task records: the engine does not publish NodeUp yet);
+                each worker keeps the spans of its last WORKER_SPANS tasks for the timeline
+    cluster     whether the kernel has a cluster: not an event, set by the bridge
 
 Grouping: past ``group_threshold`` tasks seen (or live objects), the model switches for good
 to grouped mode. Messages then carry groups with counts, per-node store totals and only the
@@ -43,14 +45,18 @@ from typing import Any
 
 from nbdist import events as ev
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 3
 
-PENDING, RUNNING, FINISHED, FAILED = "pending", "running", "finished", "failed"
-STATES = (PENDING, RUNNING, FINISHED, FAILED)
+PENDING, SCHEDULED, RUNNING = "pending", "scheduled", "running"
+FINISHED, FAILED = "finished", "failed"
+# pending: waiting for its arguments; scheduled: its arguments are ready, it waits for a worker.
+STATES = (PENDING, SCHEDULED, RUNNING, FINISHED, FAILED)
 TERMINAL = frozenset((FINISHED, FAILED))
 
 MAX_LINE_CHARS = 500
+MAX_ERROR_CHARS = 8_000  # a failed task's message and remote traceback
 GROUPED_OUTPUT_LINES = 3  # of a failed task kept individually in grouped mode
+WORKER_SPANS = 20  # last tasks per worker sent for the panel's timeline (grouped or not)
 
 Json = dict[str, Any]
 
@@ -63,7 +69,7 @@ def _t(value: float | None) -> float | None:
 class _Task:
     __slots__ = ("id", "name", "state", "deps", "dep_tasks", "returns", "parent", "actor",
                  "submitter", "group", "node", "worker", "submitted", "started", "ended",
-                 "error_type", "error", "attempt", "stdout")
+                 "error_type", "error", "attempt", "stdout", "missing")
 
     def __init__(self, e: ev.TaskSubmitted, group: str, dep_tasks: list[str],
                  max_lines: int) -> None:
@@ -80,6 +86,7 @@ class _Task:
         self.error: str | None = None
         self.attempt = 0
         self.stdout: collections.deque[str] = collections.deque(maxlen=max_lines)
+        self.missing = 0  # arguments not ready yet
 
     def to_json(self, max_lines: int | None = None) -> Json:
         lines = list(self.stdout)
@@ -107,16 +114,21 @@ class _Group:
 
 
 class _Object:
-    __slots__ = ("id", "size", "node", "owner", "task", "shm", "created")
+    __slots__ = ("id", "size", "node", "owner", "task", "shm", "created", "refs", "uses",
+                 "spilled")
 
     def __init__(self, e: ev.ObjectCreated) -> None:
         self.id, self.size, self.node, self.owner = e.object_id, e.size, e.node_id, e.owner
         self.task, self.shm, self.created = e.task_id, e.in_shared_memory, e.time
+        self.refs: int | None = None  # refs the driver holds (None: not known)
+        self.uses = 0  # unfinished tasks taking it as an argument: it is pinned while > 0
+        self.spilled = False
 
     def to_json(self) -> Json:
         return {"id": self.id, "size": self.size, "node": self.node, "locations": [self.node],
                 "owner": self.owner, "task": self.task, "in_shared_memory": self.shm,
-                "state": "live", "created": _t(self.created)}
+                "state": "spilled" if self.spilled else "live", "created": _t(self.created),
+                "refs": self.refs, "pinned": self.uses > 0, "spilled": self.spilled}
 
 
 class _Wait:
@@ -139,18 +151,21 @@ class _Wait:
 
 
 class _Worker:
-    __slots__ = ("key", "node", "pid", "state", "task", "task_name", "tasks_done", "busy")
+    __slots__ = ("key", "node", "pid", "state", "task", "task_name", "tasks_done", "busy",
+                 "spans")
 
     def __init__(self, key: str, node: str, pid: int) -> None:
         self.key, self.node, self.pid, self.state = key, node, pid, "up"
         self.task: str | None = None
         self.task_name: str | None = None
         self.tasks_done, self.busy = 0, 0.0
+        # [task id, name, started, ended, failed] of the last tasks it ran, oldest first
+        self.spans: collections.deque[list[Any]] = collections.deque(maxlen=WORKER_SPANS)
 
     def to_json(self) -> Json:
         return {"id": self.key, "node": self.node, "pid": self.pid, "state": self.state,
                 "task": self.task, "task_name": self.task_name, "tasks_done": self.tasks_done,
-                "busy_s": round(self.busy, 3)}
+                "busy_s": round(self.busy, 3), "spans": list(self.spans)}
 
 
 class _Node:
@@ -207,6 +222,7 @@ class Model:
         self.max_failed_kept = max_failed_kept
         self._clock = clock
         self.grouped = False
+        self.cluster = False
         self._tasks: dict[str, _Task] = {}
         self._failed: collections.OrderedDict[str, Json] = collections.OrderedDict()
         self._groups: dict[tuple[str, str | None], _Group] = {}
@@ -214,6 +230,9 @@ class Model:
         self._edges: dict[tuple[str, str], int] = {}
         self._producer: dict[str, tuple[str, str]] = {}
         self._errored: set[str] = set()
+        self._dep_waiters: dict[str, list[str]] = {}  # object id -> tasks waiting for it
+        # The driver's ref count of an object id (set by the bridge; None: not shown).
+        self.ref_count: Callable[[str], int | None] | None = None
         self._objects: dict[str, _Object] = {}
         self._waits: dict[str, _Wait] = {}
         self._finished_waits: collections.deque[str] = collections.deque()
@@ -259,7 +278,8 @@ class Model:
             objects = {oid: o.to_json() for oid, o in self._objects.items()}
         return {
             "schema": SCHEMA_VERSION, "type": "snapshot", "seq": self._seq,
-            "time": _t(self._clock()), "grouped": self.grouped, "tasks": tasks,
+            "time": _t(self._clock()), "grouped": self.grouped, "cluster": self.cluster,
+            "tasks": tasks,
             "groups": {g.id: g.to_json() for g in self._groups.values()},
             "group_edges": [[s, d, n] for (s, d), n in self._edges.items()],
             "objects": objects, "waits": {wid: w.to_json() for wid, w in self._waits.items()},
@@ -273,6 +293,7 @@ class Model:
         """Everything changed since the previous call, or None if nothing did.
 
         Right after the switch to grouped mode this returns a snapshot instead."""
+        self._refresh_refs()
         dirty = self._dirty
         if not (self._resnapshot or dirty.any()):
             return None
@@ -283,7 +304,7 @@ class Model:
             return self.snapshot()
         return {
             "schema": SCHEMA_VERSION, "type": "delta", "seq": self._seq,
-            "time": _t(self._clock()), "grouped": self.grouped,
+            "time": _t(self._clock()), "grouped": self.grouped, "cluster": self.cluster,
             "tasks": self._task_records(dirty.tasks), "tasks_removed": sorted(dirty.tasks_removed),
             "groups": {gid: self._group_ids[gid].to_json() for gid in dirty.groups},
             "group_edges": [[s, d, self._edges[s, d]] for s, d in dirty.edges],
@@ -303,6 +324,42 @@ class Model:
         if self.grouped:
             return {tid: self._failed[tid] for tid in ids if tid in self._failed}
         return {tid: self._tasks[tid].to_json() for tid in ids if tid in self._tasks}
+
+    def _refresh_refs(self) -> None:
+        """Objects whose driver ref count changed become part of the next delta."""
+        count = self.ref_count
+        if count is None or self.grouped:
+            return
+        dirty = self._dirty.objects
+        for obj in self._objects.values():
+            refs = count(obj.id)
+            if refs != obj.refs:
+                obj.refs = refs
+                dirty.add(obj.id)
+
+    def set_spilled(self, ids: set[str]) -> None:
+        """The objects the node reports as spilled to disk (the rest are in memory)."""
+        for obj in self._objects.values():
+            spilled = obj.id in ids
+            if spilled != obj.spilled:
+                obj.spilled = spilled
+                if not self.grouped:
+                    self._dirty.objects.add(obj.id)
+
+    def _use(self, task: _Task, delta: int) -> None:
+        for dep in task.deps:
+            obj = self._objects.get(dep)
+            if obj is not None:
+                before = obj.uses > 0
+                obj.uses = max(0, obj.uses + delta)
+                if (obj.uses > 0) != before and not self.grouped:
+                    self._dirty.objects.add(obj.id)
+
+    def set_cluster(self, up: bool) -> None:
+        """Whether the kernel has a cluster now (the bridge asks ``nbdist.is_initialized()``)."""
+        if up != self.cluster:
+            self.cluster = up
+            self._dirty.totals = True
 
     def nodes_without_info(self) -> list[str]:
         """Nodes learnt only from task or worker records (no NodeUp yet: no resources)."""
@@ -351,12 +408,19 @@ class Model:
         self._dirty.groups.add(group.id)
         if not self.grouped:
             self._dirty.tasks.add(task.id)
-            if self._totals["tasks"] > self.group_threshold:
-                self._switch_to_groups()
+        for dep in e.deps:
+            if dep not in self._objects and dep not in self._errored:
+                self._dep_waiters.setdefault(dep, []).append(task.id)
+                task.missing += 1
+        if not task.missing:
+            self._move(task, SCHEDULED)
+        self._use(task, 1)
+        if not self.grouped and self._totals["tasks"] > self.group_threshold:
+            self._switch_to_groups()
 
     def _task_started(self, e: ev.TaskStarted) -> None:
         task = self._tasks.get(e.task_id)
-        if task is None or task.state != PENDING:
+        if task is None or task.state not in (PENDING, SCHEDULED):
             return
         task.node, task.worker, task.started = e.node_id, e.worker_pid, e.time
         self._move(task, RUNNING)
@@ -365,10 +429,13 @@ class Model:
         self._nodes[e.node_id].running += 1
         self._dirty.nodes.add(e.node_id)
 
-    def _task_ended(self, task: _Task, end: float, duration: float, pid: int) -> None:
+    def _task_ended(self, task: _Task, end: float, duration: float, pid: int,
+                    failed: bool = False, started: float = 0.0) -> None:
         """Bookkeeping shared by finished and failed: times, the worker and node freed."""
         task.ended = end
-        if task.started is None:
+        if started > 0:
+            task.started, task.ended = started, started + duration  # the worker's own clock
+        elif task.started is None:
             task.started = end - duration
         task.worker = task.worker or pid or None
         if task.node is None or task.worker is None:
@@ -381,13 +448,15 @@ class Model:
             worker.task = worker.task_name = None
         worker.tasks_done += 1
         worker.busy += duration
+        worker.spans.append([task.id, task.name, _t(task.started), _t(end), failed])
 
     def _task_finished(self, e: ev.TaskFinished) -> None:
         task = self._tasks.get(e.task_id)
         if task is None or task.state in TERMINAL:
             return
         task.node = task.node or e.node_id
-        self._task_ended(task, e.time, e.duration, e.worker_pid)
+        self._task_ended(task, e.time, e.duration, e.worker_pid, started=e.started)
+        self._use(task, -1)
         self._move(task, FINISHED)
         if self.grouped:
             del self._tasks[task.id]
@@ -396,12 +465,18 @@ class Model:
         task = self._tasks.get(e.task_id)
         if task is None or task.state in TERMINAL:
             return
-        self._task_ended(task, e.time, e.duration, e.worker_pid)
-        task.error_type, task.error = e.error_type, e.message[:MAX_LINE_CHARS * 4]
+        self._task_ended(task, e.time, e.duration, e.worker_pid, failed=True, started=e.started)
+        self._use(task, -1)
+        task.error_type = e.error_type
+        error = e.message
+        if e.traceback:
+            error = f"{e.message}\n\n{e.traceback}"
+        task.error = error[:MAX_ERROR_CHARS]
         self._move(task, FAILED)
         for ret in task.returns:
             # A failed task's returns hold its error: for get/wait they are ready.
             self._errored.add(ret)
+            self._deps_ready(ret)
             self._object_ready(ret)
         if self.grouped:
             del self._tasks[task.id]
@@ -489,7 +564,16 @@ class Model:
             self._dirty.objects.discard(oid)
             self._dirty.objects_removed.add(oid)
 
+    def _deps_ready(self, oid: str) -> None:
+        for tid in self._dep_waiters.pop(oid, ()):
+            task = self._tasks.get(tid)
+            if task is not None and task.state == PENDING:
+                task.missing -= 1
+                if task.missing <= 0:
+                    self._move(task, SCHEDULED)
+
     def _object_ready(self, oid: str) -> None:
+        self._deps_ready(oid)
         waits = self._wait_index.pop(oid, None)
         for wait in waits or ():
             wait.pending.discard(oid)

@@ -25,9 +25,9 @@ from typing import Any
 
 from nbdist.tracing import FAILED, FINISHED, RETRIED, RUNNING, Execution
 
-PENDING = "pending"
+PENDING, SCHEDULED = "pending", "scheduled"
 COLORS = {FINISHED: "#3a9c3a", FAILED: "#d62728", RETRIED: "#ff7f0e", RUNNING: "#1f77b4",
-          PENDING: "#b0b0b0"}
+          SCHEDULED: "#f2c94c", PENDING: "#b0b0b0"}
 MAX_BARS = 5_000
 
 Columns = dict[str, list[Any]]
@@ -101,7 +101,7 @@ def timeline_figure(runs: Sequence[Execution], now: float | None = None,
 
 
 def _group_state(counts: dict[str, int]) -> str:
-    for state in (FAILED, RUNNING, PENDING):
+    for state in (FAILED, RUNNING, SCHEDULED, PENDING):
         if counts.get(state):
             return state
     return FINISHED

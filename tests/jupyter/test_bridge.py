@@ -107,7 +107,7 @@ def poll(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
 
 def fold(messages: list[Msg]) -> Msg:
     """What the panel would show: the last snapshot with every later delta applied."""
-    state: Msg = {"tasks": {}, "groups": {}, "nodes": {}}
+    state: Msg = {"tasks": {}, "groups": {}, "nodes": {}, "workers": {}}
     for data in messages:
         assert data["schema"] == SCHEMA_VERSION
         if data["type"] == "snapshot":
@@ -163,6 +163,7 @@ def test_snapshot_then_deltas_show_the_dag(panel: Panel) -> None:
     comm = panel.open_comm({"schema": SCHEMA_VERSION})
     first = poll(lambda: panel.comm_data(comm), 20, "the first message")[0]
     assert first["type"] == "snapshot" and first["schema"] == SCHEMA_VERSION
+    assert first["cluster"] is True  # the fixture ran nbdist.init()
     panel.run(DAG)
     x, y, z, w = panel.output("REFS").split()
 
@@ -178,6 +179,9 @@ def test_snapshot_then_deltas_show_the_dag(panel: Panel) -> None:
     assert tx["dep_tasks"] == [] and tx["worker"] and tx["node"]
     nodes = poll(lambda: fold(panel.comm_data(comm))["nodes"], 20, "a node")
     assert [n["capacity"] for n in nodes.values()] == [2.0]  # nbdist.init(num_cpus=2)
+    workers = poll(lambda: fold(panel.comm_data(comm))["workers"], 20, "workers")
+    spans = [span for w in workers.values() for span in w["spans"]]
+    assert {tz["id"], tw["id"]} <= {span[0] for span in spans}  # the timeline's data
     kinds = [d["type"] for d in panel.comm_data(comm)]
     assert kinds[0] == "snapshot" and "delta" in kinds
 

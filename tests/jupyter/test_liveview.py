@@ -26,7 +26,7 @@ NODE = "0001000000aa"
 
 # ---------------------------------------------------------------- pure parts
 def _diamond_model() -> Model:
-    """a -> b, a -> c, (b, c) -> d; a and b finished, c failed, d pending; one object."""
+    """a -> b, a -> c, (b, c) -> d; a and b finished, c failed, d scheduled; one object."""
     m = Model()
     t = 1.0
     recs: list[ev.Event] = []
@@ -51,7 +51,7 @@ def test_graph_columns_place_tasks_by_depth_and_colour_by_state() -> None:
     assert pos["b"][1] != pos["c"][1]
     colour = dict(zip(nodes["id"], nodes["color"], strict=True))
     assert colour["a"] == plots.COLORS["finished"] and colour["c"] == plots.COLORS["failed"]
-    assert colour["d"] == plots.COLORS["pending"]
+    assert colour["d"] == plots.COLORS["scheduled"]  # its arguments are ready
     lines = set(zip(edges["x0"], edges["x1"], strict=True))
     assert len(edges["x0"]) == 4 and lines == {(0.0, 1.0), (1.0, 2.0)}
 
@@ -79,7 +79,8 @@ def test_summary_objects_and_waits_from_a_snapshot() -> None:
     snap = _diamond_model().snapshot()
     summary = liveview.summary_html(snap, "following the cluster")
     assert "following the cluster" in summary
-    assert "4: 1 pending, 0 running, 2 finished" in summary and "1 failed" in summary
+    assert "4: 0 pending, 1 scheduled, 0 running, 2 finished" in summary  # d: arguments ready
+    assert "1 failed" in summary
     table = liveview.objects_html(snap)
     assert table.index("a1") < table.index("b1")  # the largest first
     assert "4,096 B" in table and "inline" in table
@@ -217,7 +218,7 @@ print("IDS", json.dumps(ids + [big.hex()]))
 
     def settled() -> dict | None:
         s = _state(k)
-        done = ("0 pending, 0 running" in s["summary"] and big in s["objects"]
+        done = ("0 pending, 0 scheduled, 0 running" in s["summary"] and big in s["objects"]
                 and s["graph"] and all(t in s["graph"][0] for t in task_ids)
                 and s["timeline"] and all(t in s["timeline"][0] for t in task_ids))
         return s if done else None

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from nbdist import events as ev
-from nbdist.jupyter.model import SCHEMA_VERSION, Model
+from nbdist.jupyter.model import SCHEMA_VERSION, WORKER_SPANS, Model
 
 NODE = "n1"
 
@@ -46,7 +46,8 @@ def test_task_states_and_times(clock: Clock) -> None:
     model.apply([submit(clock, "t1"), submit(clock, "t2")])
     snap = model.snapshot()
     assert snap["schema"] == SCHEMA_VERSION and snap["type"] == "snapshot"
-    assert {t["state"] for t in snap["tasks"].values()} == {"pending"}
+    # No arguments to wait for: ready for a worker at once.
+    assert {t["state"] for t in snap["tasks"].values()} == {"scheduled"}
     model.apply([ev.TaskStarted(clock(), "t1", "f", NODE, 11)])
     assert model.snapshot()["tasks"]["t1"]["state"] == "running"
     assert model.snapshot()["workers"][f"{NODE}:11"]["task"] == "t1"
@@ -96,8 +97,8 @@ def test_late_or_duplicate_records_do_not_move_a_task_backwards(clock: Clock) ->
     model.apply([sub, *run(clock, "t1"), sub, ev.TaskStarted(clock(), "t1", "f", NODE, 11)])
     snap = model.snapshot()
     assert snap["tasks"]["t1"]["state"] == "finished"
-    assert snap["groups"]["g1"]["counts"] == {"pending": 0, "running": 0, "finished": 1,
-                                               "failed": 0}
+    assert snap["groups"]["g1"]["counts"] == {"pending": 0, "scheduled": 0, "running": 0,
+                                               "finished": 1, "failed": 0}
 
 
 def test_retry_sends_a_running_task_back_to_pending(clock: Clock) -> None:
@@ -199,8 +200,11 @@ def test_grouping_past_the_threshold(clock: Clock) -> None:
     assert list(switch["tasks"]) == ["a0"]  # only failed tasks stay individual
     assert switch["objects"] == {}
     counts = {g["name"]: (g["submitter"], g["counts"]) for g in switch["groups"].values()}
-    assert counts["f"] == ("c1", {"pending": 4, "running": 0, "finished": 1, "failed": 1})
-    assert counts["g"] == ("c2", {"pending": 6, "running": 0, "finished": 0, "failed": 0})
+    assert counts["f"] == ("c1", {"pending": 0, "scheduled": 4, "running": 0, "finished": 1,
+                                  "failed": 1})
+    # b0's argument holds a0's error and b1's is a1's result: ready; the others wait.
+    assert counts["g"] == ("c2", {"pending": 4, "scheduled": 2, "running": 0, "finished": 0,
+                                  "failed": 0})
     assert [e[2] for e in switch["group_edges"]] == [6]
     model.apply(run(clock, "b1", "g"))
     delta = model.take_delta()
@@ -239,3 +243,67 @@ def test_messages_of_a_100k_task_run_stay_small(clock: Clock) -> None:
     assert len(json.dumps(model.snapshot())) < 50_000
     totals = model.snapshot()["totals"]
     assert totals["tasks"] == 100_000 and totals["finished"] == 99_998
+
+
+def test_workers_carry_their_last_task_spans_for_the_timeline(clock: Clock) -> None:
+    model = Model(clock=clock)
+    for i in range(WORKER_SPANS + 5):
+        model.apply([submit(clock, f"t{i}"), *run(clock, f"t{i}")])
+    model.apply([submit(clock, "bad"), ev.TaskStarted(clock(), "bad", "f", NODE, 11),
+                 ev.TaskFailed(clock(), "bad", "f", "ValueError", "no", 0.002, 11)])
+    spans = model.snapshot()["workers"][f"{NODE}:11"]["spans"]
+    assert len(spans) == WORKER_SPANS
+    assert [s[0] for s in spans[-2:]] == [f"t{WORKER_SPANS + 4}", "bad"]
+    task_id, name, started, ended, failed = spans[-1]
+    assert (name, failed) == ("f", True) and started <= ended
+    assert spans[0][4] is False
+    delta = model.take_delta()
+    assert delta is not None and delta["workers"][f"{NODE}:11"]["spans"] == spans
+
+
+def test_the_cluster_flag_is_sent_when_it_changes(clock: Clock) -> None:
+    model = Model(clock=clock)
+    assert model.snapshot()["cluster"] is False
+    model.set_cluster(False)
+    assert model.take_delta() is None
+    model.set_cluster(True)
+    delta = model.take_delta()
+    assert delta is not None and delta["cluster"] is True
+    assert model.take_delta() is None
+    assert model.snapshot()["cluster"] is True
+
+
+def test_tasks_wait_pending_for_arguments_then_are_scheduled(clock: Clock) -> None:
+    model = Model(clock=clock)
+    model.apply([submit(clock, "a"), submit(clock, "b", deps=("a.r",)),
+                 submit(clock, "c", deps=("a.r", "b.r"))])
+    states = {t: v["state"] for t, v in model.snapshot()["tasks"].items()}
+    assert states == {"a": "scheduled", "b": "pending", "c": "pending"}
+    model.apply(run(clock, "a"))
+    states = {t: v["state"] for t, v in model.snapshot()["tasks"].items()}
+    assert states == {"a": "finished", "b": "scheduled", "c": "pending"}
+    model.apply([ev.TaskFailed(clock(), "b", "f", "ValueError", "bad", 0.01, 11, 1.0,
+                               "Traceback (most recent call last):\n  line 3\nValueError: bad")])
+    snap = model.snapshot()
+    assert snap["tasks"]["c"]["state"] == "scheduled"  # an error is a ready argument too
+    assert "line 3" in snap["tasks"]["b"]["error"] and snap["tasks"]["b"]["started"] == 1.0
+
+
+def test_objects_show_driver_refs_pinned_and_spilled(clock: Clock) -> None:
+    model = Model(clock=clock)
+    model.ref_count = lambda oid: {"p1": 2}.get(oid, 0)
+    model.apply([ev.ObjectCreated(clock(), "p1", 4096, NODE, "driver", None, True),
+                 submit(clock, "t", deps=("p1",))])
+    delta = model.take_delta()
+    assert delta is not None
+    obj = delta["objects"]["p1"]
+    assert (obj["refs"], obj["pinned"], obj["spilled"]) == (2, True, False)
+    model.set_spilled({"p1"})
+    model.apply(run(clock, "t"))
+    delta = model.take_delta()
+    assert delta is not None
+    obj = delta["objects"]["p1"]
+    assert (obj["pinned"], obj["spilled"], obj["state"]) == (False, True, "spilled")
+    model.ref_count = lambda oid: 0
+    delta = model.take_delta()
+    assert delta is not None and delta["objects"]["p1"]["refs"] == 0

@@ -1,0 +1,246 @@
+"""The panel under a 100,000-task run: frame rate while the user pans and zooms, and how far
+the view is behind the kernel. Browser-side timings, taken in a real JupyterLab in Debian's
+headless Chromium (the same set-up as tests/browser).
+
+    python benchmarks/panel_scale.py [--tasks 100000] [--cpus 2]
+
+What runs: a notebook cell submits a three-stage DAG (``inc`` -> ``double`` -> ``pair``, 40% /
+40% / 20% of the tasks) and ``get``s every result. Meanwhile, in the page:
+
+- **idle baseline**: the same interaction for 5 s before the run, with nothing running: on a
+  shared machine this shows what the page gets at all;
+- **interaction**: every animation frame dispatches a pointer drag step (and every 10th frame
+  a wheel zoom) on the graph's canvas, so the graph is redrawn each frame as a user dragging
+  it would cause; the intervals between frames give the frame rate;
+- **lag**: each time the panel finishes rendering a kernel message, ``now - message time``
+  (the kernel stamps each snapshot/delta with its wall clock when it takes it; kernel and
+  browser share this machine's clock);
+- **arrival**: the same difference when each message reaches the page (before the panel handles
+  it): the part of the lag spent in the kernel, the server and the websocket;
+- **catch-up**: the cell prints the kernel's clock when ``get`` returned; the time until the
+  panel shows every task finished is the view's delay at the end of the run.
+
+Prints one JSON object with the figures, the machine's core count and its load average (other
+processes on a 2-core machine take frames away from the browser).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "browser"))
+
+from lab_session import (  # noqa: E402
+    LabServer,
+    NotebookPage,
+    launch_chromium,
+    remove_tree,
+    temp_root,
+    write_notebook,
+)
+
+BASELINE_S = 5
+
+INSTRUMENT = """() => {
+    const panel = document.querySelector('#nbdist-panel');
+    const canvas = panel.querySelector('.nbdist-graph-canvas');
+    const rect = canvas.getBoundingClientRect();
+    const x = rect.left + rect.width / 2, y = rect.top + rect.height / 2;
+    const b = window.__bench = {frames: [], lags: [], running: true, step: 0};
+    const opts = (dx) => ({bubbles: true, clientX: x + dx, clientY: y, pointerId: 1,
+                           buttons: 1});
+    canvas.dispatchEvent(new PointerEvent('pointerdown', opts(0)));
+    const frame = (t) => {
+        if (!b.running) { return; }
+        b.frames.push(performance.timeOrigin + t);
+        b.step++;
+        // A drag back and forth, 12 px per frame, and now and then a zoom step.
+        const dx = 12 * ((Math.floor(b.step / 40) % 2) ? -1 : 1) * (b.step % 40);
+        canvas.dispatchEvent(new PointerEvent('pointermove', opts(dx)));
+        if (b.step % 10 === 0) {
+            canvas.dispatchEvent(new WheelEvent('wheel', {bubbles: true, cancelable: true,
+                clientX: x, clientY: y, deltaY: (b.step % 20 === 0) ? 60 : -60}));
+        }
+        requestAnimationFrame(frame);
+    };
+    requestAnimationFrame(frame);
+    // When each kernel message arrived in the page (before the panel saw it), to split the
+    // lag into transport (kernel -> server -> websocket) and the page's own time.
+    b.received = [];
+    const nb = window.jupyterapp.shell.widgets('main').find(w => w.sessionContext && w.content);
+    nb.sessionContext.session.kernel.anyMessage.connect((_, args) => {
+        const msg = args.msg;
+        if (args.direction === 'recv' && msg.header.msg_type === 'comm_msg'
+                && msg.content.data && msg.content.data.time) {
+            b.received.push([Date.now() / 1000, Date.now() / 1000 - msg.content.data.time]);
+        }
+    });
+    new MutationObserver(() => {
+        const t = Number(panel.dataset.renderedTime);
+        if (t > 0) { b.lags.push([Date.now() / 1000, Date.now() / 1000 - t]); }
+    }).observe(panel, {attributes: true, attributeFilter: ['data-rendered-time']});
+}"""
+
+STOP = """() => {
+    const b = window.__bench;
+    b.running = false;
+    const canvas = document.querySelector('#nbdist-panel .nbdist-graph-canvas');
+    canvas.dispatchEvent(new PointerEvent('pointerup', {bubbles: true, pointerId: 1}));
+    return {frames: b.frames, lags: b.lags, received: b.received};
+}"""
+
+ALL_FINISHED = """(n) => {
+    let finished = 0;
+    for (const el of document.querySelectorAll('#nbdist-panel [data-task-count]')) {
+        const counts = el.textContent.match(/(\\d+) finished/);
+        finished += counts ? Number(counts[1]) : 0;
+    }
+    return finished >= n ? Date.now() / 1000 : false;
+}"""
+
+
+def workload(n: int) -> str:
+    a, b = int(n * 0.4), int(n * 0.4)
+    c = n - a - b
+    return f"""
+@nbdist.remote
+def inc(i):
+    return i + 1
+
+@nbdist.remote
+def double(x):
+    return 2 * x
+
+@nbdist.remote
+def pair(x, y):
+    return x + y
+
+t0 = time.time()
+incs = [inc.remote(i) for i in range({a})]
+doubles = [double.remote(r) for r in incs[:{b}]]
+pairs = [pair.remote(doubles[k % {b}], doubles[(k + 1) % {b}]) for k in range({c})]
+nbdist.get(incs + doubles + pairs)
+t1 = time.time()
+print(f"KERNEL_DONE {{t1:.3f}} {{t1 - t0:.3f}}")
+"""
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+def frame_stats(frames: list[float], window: tuple[float, float]) -> dict[str, Any]:
+    """Frame figures for the frames (epoch ms) inside ``window`` (epoch s)."""
+    frames = [f for f in frames if window[0] * 1000 <= f <= window[1] * 1000]
+    intervals = [b - a for a, b in zip(frames, frames[1:], strict=False)]
+    seconds = (frames[-1] - frames[0]) / 1000 if len(frames) > 1 else 0
+    return {
+        "frames": len(frames),
+        "fps_mean": round((len(frames) - 1) / seconds, 1) if seconds else None,
+        "frame_ms_median": round(percentile(intervals, 0.5), 1),
+        "frame_ms_p95": round(percentile(intervals, 0.95), 1),
+        "frame_ms_p99": round(percentile(intervals, 0.99), 1),
+        "frame_ms_max": round(max(intervals), 1) if intervals else None,
+        "frames_over_33ms_pct": round(100 * sum(i > 33.4 for i in intervals)
+                                      / max(1, len(intervals)), 2),
+        "long_frames_over_100ms": sum(i > 100 for i in intervals),
+    }
+
+
+def lag_stats(lags: list[list[float]], window: tuple[float, float]) -> dict[str, Any]:
+    during = [lag for at, lag in lags if window[0] <= at <= window[1]]
+    return {
+        "renders_during_run": len(during),
+        # When, in seconds into the run, the view was more than 250 ms behind, and by how much.
+        "lag_over_250ms": [[round(at - window[0], 2), round(1000 * lag)] for at, lag in lags
+                           if window[0] <= at <= window[1] and lag > 0.25],
+        "lag_ms_median": round(1000 * percentile(during, 0.5)),
+        "lag_ms_p95": round(1000 * percentile(during, 0.95)),
+        "lag_ms_max": round(1000 * max(during)) if during else None,
+    }
+
+
+def metrics(cdp: Any) -> dict[str, float]:
+    """Chromium's cumulative main-thread counters (seconds)."""
+    return {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=100_000)
+    parser.add_argument("--cpus", type=int, default=2)
+    args = parser.parse_args()
+    from playwright.sync_api import sync_playwright
+
+    root = temp_root("nbdist-bench-")
+    server = None
+    playwright = sync_playwright().start()
+    try:
+        server = LabServer.start(root)
+        write_notebook(root / "bench.ipynb", [])
+        context = launch_chromium(playwright, root / ".lab" / "chromium-profile")
+        try:
+            page = context.pages[0] if context.pages else context.new_page()
+            page.set_default_timeout(120_000)
+            nb = NotebookPage(page, Path("test-artifacts") / "benchmarks", "bench.ipynb")
+            nb.open(server.notebook_url("bench.ipynb"))
+            nb.run_cell(f"import nbdist, time\nnbdist.init(num_cpus={args.cpus})")
+            nb.open_panel()
+            page.wait_for_selector('#nbdist-panel[data-cluster="true"]')
+            cdp = context.new_cdp_session(page)
+            cdp.send("Performance.enable")
+            page.evaluate(INSTRUMENT)
+            # The same interaction with nothing running: what this machine gives the page.
+            idle_from = time.time()
+            page.wait_for_timeout(BASELINE_S * 1000)
+            idle_to = time.time()
+            before = metrics(cdp)
+            started = time.time()
+            nb.run_cell(workload(args.tasks), wait=False)
+            nb.wait_run(timeout=900)
+            done_line = page.locator(".jp-OutputArea-output", has_text="KERNEL_DONE").last
+            _, kernel_done, kernel_s = done_line.inner_text().split()
+            shown = page.wait_for_function(ALL_FINISHED, arg=args.tasks, timeout=60_000)
+            view_done = float(shown.json_value())
+            data = page.evaluate(STOP)
+            after = metrics(cdp)
+            nb.screenshot("panel-100k")
+            run = (started, float(kernel_done))
+            result: dict[str, Any] = {
+                "idle_interaction": frame_stats(data["frames"], (idle_from, idle_to)),
+                "run_interaction": frame_stats(data["frames"], run),
+                **lag_stats(data["lags"], run),
+                "received": {f"arrival_{k}": v for k, v in
+                             lag_stats(data["received"], run).items()},
+            }
+            wall = after["Timestamp"] - before["Timestamp"]
+            result.update({
+                "main_thread_busy_pct": round(100 * (after["TaskDuration"]
+                                                     - before["TaskDuration"]) / wall, 1),
+                "script_pct": round(100 * (after["ScriptDuration"]
+                                           - before["ScriptDuration"]) / wall, 1),
+                "load_average_1m_after": os.getloadavg()[0],
+                "tasks": args.tasks, "cores": os.cpu_count(), "cluster_cpus": args.cpus,
+                "kernel_run_s": float(kernel_s),
+                "view_caught_up_ms_after_get_returned": round(
+                    1000 * (view_done - float(kernel_done))),
+            })
+            print(json.dumps(result, indent=2))
+        finally:
+            context.close()
+    finally:
+        playwright.stop()
+        if server is not None:
+            server.stop()
+        remove_tree(root)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,209 @@
+/**
+ * The panel's link to one notebook's kernel: the `nbdist` comm, opened and reopened.
+ *
+ *   bind(sessionContext) ─▶ kernel ready ─▶ silent `%load_ext nbdist` ─▶ comm_open
+ *        ◀── snapshot / delta / error  ──▶ PanelModel.apply
+ *   kernel restarting or replaced ─▶ model.reset(); connect again once it is idle
+ *
+ * Loading the extension silently (no history, no output, no execution count) registers the
+ * kernel's comm target and tags each cell's work with its execute request, which is what lets
+ * the panel name the cell of a task or wait and jump to it. It is idempotent.
+ */
+
+import { ISessionContext } from '@jupyterlab/apputils';
+import { Kernel, KernelMessage } from '@jupyterlab/services';
+
+import { PanelModel } from './model';
+import { COMM_TARGET, KernelMessage as NbdistMessage, SCHEMA_VERSION } from './protocol';
+
+export type LinkStatus =
+  | 'no-notebook'
+  | 'no-kernel'
+  | 'connecting'
+  | 'connected'
+  | 'restarting'
+  | 'unsupported'
+  | 'failed';
+
+const LOAD_CODE = "get_ipython().extension_manager.load_extension('nbdist')";
+
+export class KernelLink {
+  status: LinkStatus = 'no-notebook';
+  /** Why the status is 'unsupported' or 'failed', for the user. */
+  detail = '';
+  private context: ISessionContext | null = null;
+  private kernel: Kernel.IKernelConnection | null = null;
+  private comm: Kernel.IComm | null = null;
+  private attempt = 0;
+  private disposed = false;
+
+  constructor(
+    private readonly model: PanelModel,
+    private readonly changed: () => void
+  ) {}
+
+  /** Follow a notebook's session (or none). */
+  bind(context: ISessionContext | null): void {
+    if (context === this.context) {
+      return;
+    }
+    if (this.context) {
+      this.context.kernelChanged.disconnect(this.onKernelChanged, this);
+      this.context.statusChanged.disconnect(this.onStatus, this);
+      this.context.disposed.disconnect(this.onClosed, this);
+    }
+    this.context = context;
+    if (context) {
+      context.kernelChanged.connect(this.onKernelChanged, this);
+      context.statusChanged.connect(this.onStatus, this);
+      context.disposed.connect(this.onClosed, this);
+    }
+    this.useKernel(context?.session?.kernel ?? null);
+  }
+
+  /** Ask the kernel for a fresh snapshot, or connect again if the comm is gone. */
+  refresh(): void {
+    if (this.comm) {
+      this.comm.send({ type: 'request_snapshot' });
+    } else if (this.kernel && !this.disposed) {
+      this.model.reset();
+      void this.connect(this.kernel);
+    }
+  }
+
+  dispose(): void {
+    this.disposed = true;
+    this.bind(null);
+  }
+
+  private set(status: LinkStatus, detail = ''): void {
+    this.status = status;
+    this.detail = detail;
+    this.changed();
+  }
+
+  /** The notebook was closed: show nothing until another one is active. */
+  private onClosed(): void {
+    this.bind(null);
+  }
+
+  private onKernelChanged(): void {
+    this.useKernel(this.context?.session?.kernel ?? null);
+  }
+
+  private onStatus(_: ISessionContext, status: Kernel.Status): void {
+    if (status === 'restarting' || status === 'autorestarting' || status === 'dead') {
+      this.dropComm();
+      this.model.reset();
+      if (status === 'dead') {
+        this.set('failed', 'The kernel died.');
+      } else {
+        this.set('restarting');
+      }
+    } else if (status === 'idle' && !this.comm && this.kernel && this.status !== 'unsupported') {
+      if (this.status === 'restarting') {
+        void this.connect(this.kernel);
+      }
+    }
+  }
+
+  private useKernel(kernel: Kernel.IKernelConnection | null): void {
+    if (kernel === this.kernel && this.comm) {
+      return;
+    }
+    this.dropComm();
+    this.kernel = kernel;
+    this.model.reset();
+    if (this.disposed) {
+      return;
+    }
+    if (!this.context) {
+      this.set('no-notebook');
+    } else if (!kernel) {
+      this.set('no-kernel');
+    } else {
+      void this.connect(kernel);
+    }
+  }
+
+  private dropComm(): void {
+    const comm = this.comm;
+    this.comm = null;
+    this.attempt++;
+    if (comm && !comm.isDisposed) {
+      comm.onClose = () => undefined;
+      try {
+        comm.close();
+      } catch {
+        // The kernel connection may already be gone: nothing left to close.
+      }
+    }
+  }
+
+  private async connect(kernel: Kernel.IKernelConnection): Promise<void> {
+    const attempt = ++this.attempt;
+    const current = () => attempt === this.attempt && kernel === this.kernel && !this.disposed;
+    this.set('connecting');
+    try {
+      const info = await kernel.info;
+      if (!current()) {
+        return;
+      }
+      if (info.language_info.name !== 'python') {
+        const language = info.language_info.name;
+        this.set('unsupported', `This notebook's kernel runs ${language}; nbdist needs Python.`);
+        return;
+      }
+      const reply = await kernel.requestExecute({
+        code: LOAD_CODE,
+        silent: true,
+        store_history: false,
+        allow_stdin: false,
+        stop_on_error: false
+      }).done;
+      if (!current()) {
+        return;
+      }
+      const content = reply.content as KernelMessage.IExecuteReplyMsg['content'];
+      if (content.status !== 'ok') {
+        const err = content as KernelMessage.IReplyErrorContent;
+        this.set(
+          'unsupported',
+          `nbdist could not be loaded in this kernel (${err.ename}: ${err.evalue}). ` +
+            "Install nbdist in the kernel's environment."
+        );
+        return;
+      }
+      const comm = kernel.createComm(COMM_TARGET);
+      this.comm = comm;
+      comm.onMsg = msg => {
+        if (current()) {
+          this.model.apply(msg.content.data as unknown as NbdistMessage);
+          if (this.status !== 'connected') {
+            this.set('connected');
+          } else {
+            this.changed();
+          }
+        }
+      };
+      comm.onClose = () => {
+        if (current() && this.comm === comm) {
+          this.comm = null;
+          this.model.connected = false;
+          this.set(
+            'failed',
+            this.model.versionError ??
+              this.model.kernelError ??
+              'The kernel closed the nbdist comm.'
+          );
+        }
+      };
+      await comm.open({ schema: SCHEMA_VERSION }).done;
+      this.model.connected = true;
+    } catch (error) {
+      if (current()) {
+        this.set('failed', `Could not reach the kernel: ${error}`);
+      }
+    }
+  }
+}

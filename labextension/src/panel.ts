@@ -1,0 +1,328 @@
+/**
+ * The nbdist panel: owns the model, the kernel link and the views, and their lifecycle.
+ *
+ * Messages from the kernel only update the model and ask for an animation frame; each frame
+ * renders the views whose part of the model changed (at most one frame per display refresh,
+ * however many messages came in between). After rendering, the root element records the
+ * kernel time and sequence number of the state now on screen (`data-rendered-time`,
+ * `data-rendered-seq`) so a benchmark can measure how far the view is behind the kernel.
+ */
+
+import { ISessionContext } from '@jupyterlab/apputils';
+import { NotebookPanel } from '@jupyterlab/notebook';
+import { Widget } from '@lumino/widgets';
+
+import { CellIndex } from './cells';
+import { KernelLink } from './connection';
+import { GraphView, summarize } from './graphview';
+import { GraphNode, PanelModel } from './model';
+import { Task } from './protocol';
+import {
+  formatBytes,
+  formatSeconds,
+  ObjectsView,
+  setData,
+  setText,
+  WaitsView,
+  WorkersView
+} from './views';
+
+export const PANEL_ID = 'nbdist-panel';
+
+function el<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  className: string,
+  text?: string
+): HTMLElementTagNameMap[K] {
+  const node = document.createElement(tag);
+  node.className = className;
+  if (text !== undefined) {
+    node.textContent = text;
+  }
+  return node;
+}
+
+function time(t: number | null): string {
+  return t === null ? '–' : new Date(t * 1000).toLocaleTimeString();
+}
+
+export class NbdistPanel extends Widget {
+  readonly model = new PanelModel();
+  private readonly link: KernelLink;
+  private readonly graph: GraphView;
+  private readonly objects: ObjectsView;
+  private readonly waits: WaitsView;
+  private readonly workers: WorkersView;
+  private readonly status = el('span', 'nbdist-status');
+  private readonly totals = el('span', 'nbdist-totals');
+  private readonly message = el('div', 'nbdist-message');
+  private readonly details = el('section', 'nbdist-details');
+  private selected: GraphNode | undefined;
+  private frame = 0;
+  private detailsRevision = -1;
+  private notebookName = '';
+
+  constructor(
+    private readonly cells: CellIndex,
+    private readonly showNotebook: (panel: NotebookPanel) => void
+  ) {
+    super();
+    this.id = PANEL_ID;
+    this.addClass('nbdist-panel');
+    this.title.label = 'nbdist';
+    this.title.caption = 'nbdist: task graph, object store, waits and workers';
+    this.title.closable = true;
+    this.link = new KernelLink(this.model, () => this.schedule());
+    this.graph = new GraphView(this.model, {
+      select: node => {
+        this.selected = node;
+        this.detailsRevision = -1;
+        this.schedule();
+      },
+      describe: node => this.describe(node)
+    });
+    this.graph.changed = () => this.schedule();
+    this.objects = new ObjectsView(this.model, id => this.taskName(id));
+    this.waits = new WaitsView(this.model, tag => this.cells.label(tag));
+    this.workers = new WorkersView(this.model);
+
+    const header = el('header', 'nbdist-header');
+    const refresh = el('button', 'nbdist-button', 'Refresh');
+    refresh.title = 'Ask the kernel for a fresh snapshot (or connect again)';
+    refresh.addEventListener('click', () => this.link.refresh());
+    header.append(this.status, this.totals, refresh);
+    this.details.setAttribute('aria-label', 'Selected task');
+    const side = el('div', 'nbdist-side');
+    side.append(this.details, this.waits.node);
+    const grid = el('div', 'nbdist-grid');
+    grid.append(this.graph.node, side, this.objects.node, this.workers.node);
+    this.node.append(header, this.message, grid);
+    this.renderDetails();
+  }
+
+  /** Show the cluster of this notebook's kernel (or nothing when null). */
+  follow(context: ISessionContext | null, name: string): void {
+    this.notebookName = name;
+    this.link.bind(context);
+    this.schedule();
+  }
+
+  dispose(): void {
+    if (this.isDisposed) {
+      return;
+    }
+    cancelAnimationFrame(this.frame);
+    this.link.dispose();
+    super.dispose();
+  }
+
+  protected onAfterShow(): void {
+    this.schedule();
+  }
+
+  protected onResize(): void {
+    this.schedule();
+  }
+
+  private schedule(): void {
+    if (this.frame === 0 && !this.isDisposed) {
+      this.frame = requestAnimationFrame(() => {
+        this.frame = 0;
+        this.render();
+      });
+    }
+  }
+
+  private render(): void {
+    this.renderHeader();
+    this.graph.render();
+    this.waits.render();
+    this.objects.render();
+    this.workers.render();
+    if (this.detailsRevision !== this.model.revisions.graph) {
+      this.renderDetails();
+    }
+    // Written only when a new kernel message is on screen: a benchmark observes the change.
+    setData(this.node, 'renderedSeq', String(this.model.seq));
+    setData(this.node, 'renderedTime', String(this.model.kernelTime));
+  }
+
+  private renderHeader(): void {
+    const model = this.model;
+    const link = this.link;
+    const root = this.node;
+    setData(root, 'linkStatus', link.status);
+    setData(root, 'cluster', String(model.cluster));
+    setData(root, 'grouped', String(model.grouped));
+    const t = model.totals;
+    const where = this.notebookName ? ` · ${this.notebookName}` : '';
+    const states: Record<string, string> = {
+      'no-notebook': 'no notebook',
+      'no-kernel': 'no kernel',
+      connecting: 'connecting…',
+      connected: model.cluster ? 'live' : t.tasks ? 'cluster stopped' : 'no cluster yet',
+      restarting: 'kernel restarting…',
+      unsupported: 'not available',
+      failed: 'disconnected'
+    };
+    setText(this.status, `${states[link.status]}${where}`);
+    setText(
+      this.totals,
+      link.status === 'connected'
+        ? `${t.tasks} tasks: ${t.pending} pending, ${t.running} running, ${t.finished} ` +
+          `finished, ${t.failed} failed · ${t.objects} objects (${formatBytes(t.bytes)})`
+        : ''
+    );
+    let message = '';
+    let kind = 'info';
+    if (model.versionError) {
+      message = model.versionError;
+      kind = 'error';
+    } else if (link.status === 'no-notebook') {
+      message = "Open a notebook: the panel shows the cluster of the active notebook's kernel.";
+    } else if (link.status === 'no-kernel') {
+      message = 'This notebook has no kernel. Start one to see its cluster.';
+    } else if (link.status === 'restarting') {
+      message = 'The kernel is restarting; the panel reconnects when it is back.';
+    } else if (link.status === 'unsupported' || link.status === 'failed') {
+      message = link.detail;
+      kind = 'error';
+    } else if (link.status === 'connected' && !model.cluster) {
+      message =
+        t.tasks === 0
+          ? 'No cluster yet: run nbdist.init() or a %%remote cell in this notebook.'
+          : 'The cluster was shut down; what it did is still shown.';
+      kind = t.tasks === 0 ? 'empty' : 'info';
+    } else if (t.dropped_events > 0) {
+      message =
+        `The kernel skipped ${t.dropped_events} events while busy: ` +
+        'some states may be stale.';
+      kind = 'warning';
+    }
+    setText(this.message, message);
+    if (this.message.hidden !== (message === '')) {
+      this.message.hidden = message === '';
+    }
+    setData(this.message, 'kind', kind);
+  }
+
+  private taskName(taskId: string | null): string {
+    if (taskId === null) {
+      return '–';
+    }
+    return this.model.tasks.get(taskId)?.name ?? taskId;
+  }
+
+  private describe(node: GraphNode): string {
+    if (node.kind === 'group') {
+      const cell = this.cells.label(node.submitter);
+      return `${node.name} (${node.count} tasks ${cell})\n${summarize(node.counts)}`;
+    }
+    if (node.kind === 'object') {
+      const obj = this.model.objects.get(node.name);
+      return `put object ${node.name}${obj ? `\n${formatBytes(obj.size)} on ${obj.node}` : ''}`;
+    }
+    const task = this.model.tasks.get(node.id);
+    if (!task) {
+      return node.name;
+    }
+    const args = task.deps.length ? task.deps.join(', ') : 'none by reference';
+    const lines = [`${task.name}: ${task.state}`, `args: ${args}`];
+    if (task.worker !== null) {
+      lines.push(`node ${task.node}, worker pid ${task.worker}`);
+    }
+    if (task.started !== null) {
+      lines.push(`ran ${formatSeconds((task.ended ?? this.model.kernelTime) - task.started)}`);
+    }
+    if (task.error_type) {
+      lines.push(`${task.error_type}: ${task.error}`);
+    }
+    return lines.join('\n');
+  }
+
+  private renderDetails(): void {
+    this.detailsRevision = this.model.revisions.graph;
+    const details = this.details;
+    const node = this.selected ? this.model.graphNode(this.selected.id) : undefined;
+    details.replaceChildren(el('h3', 'nbdist-heading', 'Details'));
+    if (!node) {
+      details.append(el('p', 'nbdist-note', 'Hover over or click a task in the graph.'));
+      return;
+    }
+    const task = node.kind === 'task' ? this.model.tasks.get(node.id) : undefined;
+    const table = el('dl', 'nbdist-fields');
+    for (const [key, value] of this.fields(node, task)) {
+      table.append(el('dt', '', key), el('dd', '', value));
+    }
+    details.appendChild(table);
+    const tag = task ? task.submitter : node.submitter;
+    if (this.cells.has(tag)) {
+      const jump = el('button', 'nbdist-button nbdist-jump', 'Go to cell');
+      jump.addEventListener('click', () => this.cells.reveal(tag, this.showNotebook));
+      details.appendChild(jump);
+    }
+    const block = (title: string, className: string, text: string) =>
+      details.append(el('h4', 'nbdist-subheading', title), el('pre', className, text));
+    if (task?.error_type) {
+      block('Error', 'nbdist-error', `${task.error_type}: ${task.error}`);
+    }
+    if (task?.stdout.length) {
+      block('Output', 'nbdist-output', task.stdout.join('\n'));
+    }
+    if (node.kind === 'group') {
+      const failed = [...this.model.tasks.values()].filter(
+        t => t.group === node.id && t.state === 'failed'
+      );
+      if (failed.length) {
+        block(
+          'Recent failures',
+          'nbdist-error',
+          failed.map(t => `${t.id}: ${t.error_type}: ${t.error}`).join('\n')
+        );
+      }
+    }
+  }
+
+  /** The key/value rows of the details pane. */
+  private fields(node: GraphNode, task: Task | undefined): [string, string][] {
+    if (task) {
+      const ran =
+        task.started !== null && task.ended !== null
+          ? formatSeconds(task.ended - task.started)
+          : '–';
+      return [
+        ['function', task.name],
+        ['state', task.state + (task.attempt ? ` (retry ${task.attempt})` : '')],
+        ['task id', task.id],
+        ['arguments (refs)', task.deps.join(', ') || 'none'],
+        ['returns', task.returns.join(', ')],
+        ['node / worker', task.node ? `${task.node} / pid ${task.worker}` : 'not started'],
+        ['submitted', time(task.submitted)],
+        ['started', time(task.started)],
+        ['ended', time(task.ended)],
+        ['duration', ran],
+        ['cell', this.cells.label(task.submitter)],
+        ...(task.actor ? [['actor', task.actor] as [string, string]] : [])
+      ];
+    }
+    if (node.kind === 'group') {
+      return [
+        ['function', node.name],
+        ['tasks', String(node.count)],
+        ['states', summarize(node.counts)],
+        ['cell', this.cells.label(node.submitter)]
+      ];
+    }
+    const obj = this.model.objects.get(node.name);
+    return [
+      ['put object', node.name],
+      ...(obj
+        ? ([
+            ['size', formatBytes(obj.size)],
+            ['node', obj.node],
+            ['owner', obj.owner]
+          ] as [string, string][])
+        : [])
+    ];
+  }
+}

@@ -1,0 +1,169 @@
+/**
+ * The `nbdist` comm schema as types: the TypeScript mirror of nbdist/jupyter/model.py.
+ * docs/comm-protocol.md is the contract; a change there bumps SCHEMA_VERSION in both places.
+ */
+
+export const SCHEMA_VERSION = 3;
+export const COMM_TARGET = 'nbdist';
+
+export type TaskState = 'pending' | 'scheduled' | 'running' | 'finished' | 'failed';
+
+/** Every state the panel can draw, in the order of a task's life. */
+export const TASK_STATES: readonly TaskState[] = [
+  'pending',
+  'scheduled',
+  'running',
+  'finished',
+  'failed'
+];
+
+export interface Task {
+  id: string;
+  name: string;
+  state: TaskState;
+  deps: string[];
+  dep_tasks: string[];
+  returns: string[];
+  parent: string | null;
+  actor: string | null;
+  submitter: string | null;
+  group: string;
+  node: string | null;
+  worker: number | null;
+  submitted: number | null;
+  started: number | null;
+  ended: number | null;
+  error_type: string | null;
+  error: string | null;
+  attempt: number;
+  stdout: string[];
+}
+
+export interface Group {
+  id: string;
+  name: string;
+  submitter: string | null;
+  counts: Partial<Record<TaskState, number>>;
+  total: number;
+}
+
+/** [from group, to group, tasks of `to` that took a ref made by `from`] */
+export type GroupEdge = [string, string, number];
+
+export interface StoredObject {
+  id: string;
+  size: number;
+  node: string;
+  locations: string[];
+  owner: string;
+  task: string | null;
+  in_shared_memory: boolean;
+  state: string;
+  created: number;
+  /** refs the driver holds (null: not known) */
+  refs?: number | null;
+  /** an argument of a task that has not finished */
+  pinned?: boolean;
+  /** moved to disk by the node (read back when needed) */
+  spilled?: boolean;
+}
+
+export interface Wait {
+  id: string;
+  call: 'get' | 'wait';
+  num_returns: number;
+  total: number;
+  ready: number;
+  submitter: string | null;
+  done: boolean;
+  timed_out: boolean;
+  started: number;
+  ended: number | null;
+}
+
+/** [task id, function name, started, ended, failed] */
+export type Span = [string, string, number | null, number | null, boolean];
+
+export interface Worker {
+  id: string;
+  node: string;
+  pid: number;
+  state: 'up' | 'down';
+  task: string | null;
+  task_name: string | null;
+  tasks_done: number;
+  busy_s: number;
+  spans: Span[];
+}
+
+export interface ClusterNode {
+  id: string;
+  state: 'up' | 'down';
+  address: string | null;
+  resources: Record<string, number>;
+  workers: number;
+  running: number;
+  capacity: number;
+  utilization: number;
+  objects: number;
+  bytes: number;
+  shm_bytes: number;
+}
+
+export interface Actor {
+  id: string;
+  class_name: string;
+  name: string | null;
+  state: 'alive' | 'dead';
+  restarts: number;
+  reason: string | null;
+}
+
+export interface Totals {
+  tasks: number;
+  pending: number;
+  running: number;
+  finished: number;
+  failed: number;
+  objects: number;
+  objects_freed: number;
+  bytes: number;
+  output_lines: number;
+  dropped_events: number;
+}
+
+interface StateMessage {
+  schema: number;
+  seq: number;
+  time: number;
+  grouped: boolean;
+  cluster: boolean;
+  tasks: Record<string, Task>;
+  groups: Record<string, Group>;
+  group_edges: GroupEdge[];
+  objects: Record<string, StoredObject>;
+  waits: Record<string, Wait>;
+  workers: Record<string, Worker>;
+  nodes: Record<string, ClusterNode>;
+  actors: Record<string, Actor>;
+  totals: Totals;
+}
+
+export interface Snapshot extends StateMessage {
+  type: 'snapshot';
+}
+
+export interface Delta extends StateMessage {
+  type: 'delta';
+  tasks_removed: string[];
+  objects_removed: string[];
+  waits_removed: string[];
+}
+
+export interface ErrorMessage {
+  schema: number;
+  type: 'error';
+  message: string;
+}
+
+export type KernelMessage = Snapshot | Delta | ErrorMessage;

@@ -1,0 +1,219 @@
+"""A real JupyterLab server and Debian's Chromium, for the panel's browser tests and benchmark.
+
+``LabServer.start(root)`` runs ``python -m jupyterlab`` from this venv (so the prebuilt panel
+installed with nbdist is what loads) on a free loopback port with a random token, in a temp
+directory that also holds its settings, workspaces and runtime files, so nothing of the user's
+own JupyterLab setup leaks in. ``stop()`` asks the server to shut down (which ends its kernels)
+and kills the process group if it does not.
+
+``launch_chromium(playwright)`` starts /usr/bin/chromium headless with a fresh profile.
+
+``NotebookPage`` drives a notebook the way a user does: it adds code cells to the open notebook
+and runs them with JupyterLab's own commands (so each run is a real execute request from a
+cell), and opens the panel through the command palette.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+START_TIMEOUT = 60
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class LabServer:
+    def __init__(self, proc: subprocess.Popen[bytes], port: int, token: str, root: Path,
+                 log: Path) -> None:
+        self.proc, self.port, self.token, self.root, self.log = proc, port, token, root, log
+        self.url = f"http://127.0.0.1:{port}"
+
+    @classmethod
+    def start(cls, root: Path) -> LabServer:
+        home = root / ".lab"
+        settings = home / "settings" / "@jupyterlab" / "apputils-extension"
+        settings.mkdir(parents=True)
+        # The news and update checks need the internet and cover the page with a pop-up.
+        (settings / "notification.jupyterlab-settings").write_text(
+            json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+        env = dict(os.environ, JUPYTERLAB_SETTINGS_DIR=str(home / "settings"),
+                   JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"),
+                   JUPYTER_RUNTIME_DIR=str(home / "runtime"))
+        port, token = free_port(), secrets.token_hex(16)
+        log = home / "server.log"
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root",
+                 f"--port={port}", "--ip=127.0.0.1", f"--IdentityProvider.token={token}",
+                 f"--ServerApp.root_dir={root}", "--LabApp.expose_app_in_browser=True",
+                 "--ServerApp.port_retries=0"],
+                stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        server = cls(proc, port, token, root, log)
+        try:
+            server._wait_ready()
+        except BaseException:
+            server.stop()
+            raise
+        return server
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + START_TIMEOUT
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"JupyterLab exited ({self.proc.returncode}):\n"
+                                   + self.log.read_text()[-3000:])
+            try:
+                with urllib.request.urlopen(f"{self.url}/api/status?token={self.token}",
+                                            timeout=2) as reply:
+                    if reply.status == 200:
+                        return
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"JupyterLab not ready after {START_TIMEOUT} s:\n"
+                                   + self.log.read_text()[-3000:])
+            time.sleep(0.1)
+
+    def api(self, method: str, path: str, body: Any = None) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(f"{self.url}{path}?token={self.token}", data=data,
+                                         method=method)
+        with urllib.request.urlopen(request, timeout=10) as reply:
+            text = reply.read()
+        return json.loads(text) if text else None
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.api("POST", "/api/shutdown")
+                self.proc.wait(20)
+            except (OSError, urllib.error.URLError, subprocess.TimeoutExpired):
+                pass
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+    def notebook_url(self, name: str) -> str:
+        return f"{self.url}/lab/tree/{name}?token={self.token}&reset"
+
+
+def write_notebook(path: Path, cells: list[str]) -> None:
+    nb = {"nbformat": 4, "nbformat_minor": 5,
+          "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                      "language": "python"}},
+          "cells": [{"cell_type": "code", "id": f"c{i}", "metadata": {}, "outputs": [],
+                     "execution_count": None, "source": src} for i, src in enumerate(cells)]}
+    path.write_text(json.dumps(nb))
+
+
+def launch_chromium(playwright: Any, profile: Path) -> Any:
+    """A persistent context on a fresh profile directory (headless Chromium from Debian)."""
+    if not Path(CHROMIUM).exists():
+        raise RuntimeError(f"{CHROMIUM} is missing: apt-get install -y chromium")
+    return playwright.chromium.launch_persistent_context(
+        str(profile), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
+        viewport={"width": 1600, "height": 1000})
+
+
+class NotebookPage:
+    """A JupyterLab page with one notebook open and its kernel idle."""
+
+    # In-page: the notebook widget open on a path.
+    FIND = ("(path) => window.jupyterapp.shell.widgets('main')"
+            ".find(w => w.context && w.context.path === path && w.content)")
+
+    def __init__(self, page: Any, artifacts: Path, path: str) -> None:
+        self.page = page
+        self.artifacts = artifacts
+        self.path = path
+
+    def open(self, url: str) -> None:
+        self.page.goto(url)
+        self.wait_kernel_idle(self.path)
+
+    def wait_kernel_idle(self, path: str) -> None:
+        self.page.wait_for_function(
+            f"(path) => {{ const w = window.jupyterapp && ({self.FIND})(path);"
+            " return w && w.sessionContext.session && w.sessionContext.session.kernel &&"
+            " w.sessionContext.session.kernel.status === 'idle'; }", arg=path, timeout=60_000)
+
+    def evaluate(self, body: str, path: str | None = None) -> Any:
+        """Run ``body`` in the page with ``nb`` bound to the notebook widget (of ``path``)."""
+        return self.page.evaluate(
+            f"async (path) => {{ const nb = ({self.FIND})(path); {body} }}", path or self.path)
+
+    def open_panel(self) -> Any:
+        """Open the panel the way a user does: the command palette, by its label."""
+        page = self.page
+        page.keyboard.press("Control+Shift+C")
+        palette = page.locator(".lm-CommandPalette-input")
+        palette.wait_for(state="visible", timeout=20_000)
+        palette.fill("Open nbdist Panel")
+        item = page.locator(".lm-CommandPalette-item", has_text="Open nbdist Panel")
+        item.first.wait_for(state="visible", timeout=20_000)
+        page.keyboard.press("Enter")
+        panel = page.locator("#nbdist-panel")
+        panel.wait_for(state="visible", timeout=20_000)
+        return panel
+
+    def run_cell(self, code: str, wait: bool = True, timeout: float = 60) -> None:
+        """Append a code cell to the current notebook and run it from the notebook's UI."""
+        self.page.evaluate(
+            """async ([code, path]) => {
+                const app = window.jupyterapp;
+                const nb = app.shell.widgets('main').find(w => w.context && w.context.path === path
+                    && w.content);
+                app.shell.activateById(nb.id);
+                const model = nb.content.model;
+                model.sharedModel.insertCell(model.cells.length, {cell_type: 'code', source: code});
+                nb.content.activeCellIndex = model.cells.length - 1;
+                window.__nbdistRun = app.commands.execute('notebook:run-cell');
+            }""", [code, self.path])
+        if wait:
+            self.wait_run(timeout)
+
+    def wait_run(self, timeout: float = 60) -> None:
+        """Wait for the cell started last to finish; fail if it raised."""
+        ok = self.page.evaluate(
+            """async (timeout) => {
+                const run = window.__nbdistRun;
+                const timer = new Promise(r => setTimeout(() => r('timeout'), timeout));
+                return await Promise.race([run, timer]);
+            }""", timeout * 1000)
+        if ok is not True:
+            errors = self.page.locator(".jp-OutputArea-output[data-mime-type*='error']")
+            text = errors.all_inner_texts() if errors.count() else []
+            raise AssertionError(f"cell did not run cleanly ({ok!r}): {text}")
+
+    def screenshot(self, name: str) -> None:
+        self.artifacts.mkdir(parents=True, exist_ok=True)
+        self.page.screenshot(path=str(self.artifacts / f"{name}.png"))
+
+
+def temp_root(prefix: str) -> Path:
+    return Path(tempfile.mkdtemp(prefix=prefix))
+
+
+def remove_tree(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
