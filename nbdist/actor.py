@@ -14,6 +14,7 @@ import pickle
 from typing import Any
 
 from . import protocol as P
+from . import remote_function as _rf
 from . import runtime, serialization
 from .remote_function import (
     ACTOR_OPTIONS,
@@ -80,6 +81,8 @@ class ActorClass:
         return self._pickled
 
     def remote(self, *args: Any, **kwargs: Any) -> ActorHandle:
+        if _rf._backend is not None:
+            return _rf._backend.create_actor(self, args, kwargs)
         client = runtime.current()
         opts = self._options
         name = opts.get("name")

@@ -16,6 +16,7 @@ from typing import Any
 
 from . import config as config_mod
 from . import protocol as P
+from . import remote_function as _rf
 from . import runtime
 from .actor import ActorClass, ActorHandle, _rebuild_handle
 from .cluster import LocalCluster
@@ -48,7 +49,7 @@ class ClusterInfo(dict):
         shutdown()
 
 
-def init(address: str | None = None, *, num_cpus: float | None = None,
+def init(address: str | None = None, *, backend: str = "nbdist", num_cpus: float | None = None,
          num_gpus: float | None = None, resources: dict[str, float] | None = None,
          object_store_memory: int | None = None, namespace: str | None = None,
          ignore_reinit_error: bool = False, log_to_driver: bool = True,
@@ -60,8 +61,19 @@ def init(address: str | None = None, *, num_cpus: float | None = None,
 
     ``num_cpus`` defaults to the machine's cores; ``num_gpus`` to 0 (declare GPUs to use them);
     ``resources`` adds custom logical resources; ``object_store_memory`` (bytes) bounds the
-    shared-memory store (default 30% of RAM)."""
+    shared-memory store (default 30% of RAM).
+
+    ``backend="ray"`` runs everything on Ray instead (see docs/scaling.md): ``address`` None
+    starts a local Ray, "auto" or "HOST:PORT" or "ray://HOST:PORT" attaches to a Ray cluster;
+    the other keyword arguments go to ``ray.init``."""
     global _cluster
+    if backend != "nbdist" or _rf._backend is not None:
+        info = _init_backend(backend, address, dict(
+            kwargs, num_cpus=num_cpus, num_gpus=num_gpus, resources=resources,
+            object_store_memory=object_store_memory), namespace, ignore_reinit_error,
+            log_to_driver)
+        if info is not None:
+            return info
     unknown = sorted(set(kwargs) - _INIT_IGNORED)
     if unknown:
         raise TypeError(
@@ -155,6 +167,8 @@ runtime.set_auto_init(_auto_init)
 
 
 def is_initialized() -> bool:
+    if _rf._backend is not None:
+        return bool(_rf._backend.is_initialized())
     client = runtime._client
     return client is not None and not client.closed
 
@@ -167,6 +181,10 @@ def shutdown() -> None:
 
 def _shutdown_locked() -> None:
     global _cluster
+    backend = _rf._backend
+    if backend is not None and backend.driver:
+        _rf._backend = None
+        backend.shutdown()
     client = runtime._client
     runtime.set_client(None)
     if client is not None:
@@ -174,6 +192,32 @@ def _shutdown_locked() -> None:
     if _cluster is not None:
         _cluster.stop()
         _cluster = None
+
+
+def _init_backend(backend: str, address: str | None, options: dict[str, Any],
+                  namespace: str | None, ignore_reinit_error: bool, log_to_driver: bool
+                  ) -> ClusterInfo | None:
+    """init() for another backend, or when one is installed; None: go on with the engine."""
+    global _namespace, _info
+    if backend not in ("nbdist", "ray"):
+        raise ValueError(f"Unknown backend {backend!r}: choose 'nbdist' (the default) or 'ray'.")
+    with _lock:
+        if is_initialized():
+            if ignore_reinit_error:
+                return ClusterInfo(_info)
+            raise RuntimeError(
+                "nbdist.init() was already called: the cluster is running. Call "
+                "nbdist.shutdown() first, or pass ignore_reinit_error=True.")
+        _shutdown_locked()
+        if backend == "nbdist":
+            return None
+        from .ray_backend import start
+
+        driver, info = start(address, options, namespace, log_to_driver)
+        _rf._backend = driver
+        _namespace = info["namespace"]
+        _info = info
+        return ClusterInfo(info)
 
 
 atexit.register(shutdown)
@@ -219,13 +263,17 @@ def get(object_refs: ObjectRef | Sequence[ObjectRef], *, timeout: float | None =
 
     numpy arrays and Arrow data from shared memory come back as zero-copy read-only views."""
     refs, single = _as_refs(object_refs, "get")
-    client = runtime.current()
-    values = client.get(refs, timeout)
+    if _rf._backend is not None:
+        values = _rf._backend.get(refs, timeout)
+    else:
+        values = runtime.current().get(refs, timeout)
     return values[0] if single else values
 
 
 def put(value: Any) -> ObjectRef:
     """Store ``value`` in the object store; returns its ref."""
+    if _rf._backend is not None:
+        return _rf._backend.put(value)
     return runtime.current().put(value)
 
 
@@ -244,6 +292,8 @@ def wait(object_refs: Sequence[ObjectRef], *, num_returns: int = 1,
     if num_returns > len(refs):
         raise ValueError(
             f"num_returns ({num_returns}) cannot exceed the number of refs ({len(refs)}).")
+    if _rf._backend is not None:
+        return _rf._backend.wait(refs, num_returns, timeout, fetch_local)
     return runtime.current().wait(refs, num_returns, timeout)
 
 
@@ -253,6 +303,8 @@ def cancel(object_ref: ObjectRef, *, force: bool = False, recursive: bool = True
     TaskCancelledError."""
     if not isinstance(object_ref, ObjectRef):
         raise TypeError(f"cancel() takes an ObjectRef, not {type(object_ref).__name__}.")
+    if _rf._backend is not None:
+        return _rf._backend.cancel(object_ref, force, recursive)
     runtime.current().cancel(object_ref.id, force)
 
 
@@ -261,6 +313,8 @@ def cancel_submitted(submitter: str, *, force: bool = False) -> int:
     `nbdist.events.set_submitter`), nested tasks included; returns how many were asked to stop.
 
     This is what interrupting a notebook cell does to the work that cell started."""
+    if _rf._backend is not None:
+        return _rf._backend.cancel_submitted(submitter, force)
     client = runtime.current()
     ids = client.unfinished_tasks(submitter)
     for task_id in ids:
@@ -272,11 +326,15 @@ def kill(actor: ActorHandle, *, no_restart: bool = True) -> None:
     """Kill an actor's process now; pending calls raise ActorDiedError."""
     if not isinstance(actor, ActorHandle):
         raise TypeError(f"kill() takes an ActorHandle, not {type(actor).__name__}.")
+    if _rf._backend is not None:
+        return _rf._backend.kill(actor, no_restart)
     runtime.current().kill_actor(actor._actor_id, no_restart)
 
 
 def get_actor(name: str, namespace: str | None = None) -> ActorHandle:
     """The handle of the live actor called ``name``; ValueError if there is none."""
+    if _rf._backend is not None:
+        return _rf._backend.get_actor(name, namespace)
     client = runtime.current()
     ns = namespace if namespace is not None else (_namespace if client.mode == "driver"
                                                   else None)
@@ -293,6 +351,8 @@ def get_actor(name: str, namespace: str | None = None) -> ActorHandle:
 
 def nodes() -> list[dict[str, Any]]:
     """One dict per node: NodeID, Alive, NodeManagerAddress, Resources, and more."""
+    if _rf._backend is not None:
+        return _rf._backend.nodes()
     out = []
     for n in runtime.current().control("nodes"):
         out.append({
@@ -310,10 +370,14 @@ def nodes() -> list[dict[str, Any]]:
 
 
 def cluster_resources() -> dict[str, float]:
+    if _rf._backend is not None:
+        return _rf._backend.cluster_resources()
     return dict(runtime.current().control("cluster_resources"))
 
 
 def available_resources() -> dict[str, float]:
+    if _rf._backend is not None:
+        return _rf._backend.available_resources()
     avail = runtime.current().control("available_resources")
     return {k: v for k, v in avail.items() if v > 0}
 
@@ -368,4 +432,6 @@ class RuntimeContext:
 
 
 def get_runtime_context() -> RuntimeContext:
+    if _rf._backend is not None:
+        return _rf._backend.runtime_context()
     return RuntimeContext(runtime.current())

@@ -29,6 +29,10 @@ driver is its descendants, the members of its session, and any process whose com
 names the session directory of one of them (Ray's ``session_...``, nbdist's
 ``nbdist-session-...``): checked against a live Ray 2.60, where all of them are descendants.
 
+``--backend ray`` measures nbdist's API on its Ray backend (``init(backend="ray")``, column
+``nbdist-on-ray``) instead of on nbdist's engine; with ``--compare ray`` beside Ray itself,
+which shows what nbdist's layer (events, output capture, wrapper types) costs on Ray.
+
 With ``--compare ray`` the backends alternate scenario by scenario, so a drift in machine load
 hits both. ``--repeat N`` runs each pair N times and reports the median run. The ratio column
 is nbdist's advantage (>1: nbdist is better): speed over speed, time over time inverted, Ray's
@@ -82,6 +86,8 @@ _CHILD_CODE = (
 )
 _SESSION_RE = re.compile(
     r"session_\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d_\d+_\d+|nbdist-session-[A-Za-z0-9_]+")
+# nbdist's API on its Ray backend (init(backend="ray")): ``--backend ray``.
+RAY_BACKEND = "nbdist-on-ray"
 _INSTALL_HINT = "run `make bench` or `pip install -e '.[bench]'` (ray==2.60.0)"
 
 
@@ -358,6 +364,8 @@ SCENARIOS: dict[str, Callable[[Any], dict[str, Any]]] = {
 def _init_backend(ray: Any, backend: str) -> None:
     if backend == "ray":
         ray.init(num_cpus=NUM_CPUS, include_dashboard=False)
+    elif backend == RAY_BACKEND:
+        ray.init(num_cpus=NUM_CPUS, backend="ray")
     else:
         ray.init(num_cpus=NUM_CPUS)
 
@@ -374,7 +382,7 @@ def child_main(argv: Sequence[str]) -> int:
     ray: Any = None
     try:
         start = time.perf_counter()
-        ray = importlib.import_module(backend)
+        ray = importlib.import_module("nbdist" if backend == RAY_BACKEND else backend)
         imported = time.perf_counter()
         _init_backend(ray, backend)
         phases = {"import_s": imported - start, "init_s": time.perf_counter() - imported}
@@ -598,10 +606,10 @@ def build_rows(metrics: Sequence[Metric], runs: dict[str, dict[str, list[Run]]],
             row[backend] = float(rep.result[metric.key]) if rep else None
             row[f"{backend}_text"] = (_format_value(metric, rep.result) if rep
                                       else _failure(scenario_runs))
-        ratio = (_ratio(metric, row["nbdist"], row["ray"])
-                 if "nbdist" in row and "ray" in row else None)
+        ratio = (_ratio(metric, row[backends[0]], row[backends[-1]])
+                 if len(backends) > 1 else None)
         row["ratio"] = ratio
-        row["met"] = _met(metric, picked.get("nbdist"), ratio)
+        row["met"] = _met(metric, picked.get(backends[0]), ratio)
         rows.append(row)
     return rows
 
@@ -674,7 +682,8 @@ def _parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--compare", choices=["ray"],
                         help="also run every scenario on Ray and print the ratio")
     parser.add_argument("--backend", choices=["nbdist", "ray"], default="nbdist",
-                        help="the backend to measure alone (default: nbdist)")
+                        help="nbdist's own engine (default) or nbdist on Ray "
+                        "(init(backend='ray')); with --compare ray, beside Ray itself")
     parser.add_argument("--only", metavar="NAME[,NAME]",
                         help="run only these scenarios (or the scenarios of these figures)")
     parser.add_argument("--json", metavar="FILE", help="write every raw figure to FILE")
@@ -703,10 +712,10 @@ def _select(only: str | None) -> list[str] | str:
 def _backends(args: argparse.Namespace) -> list[str] | str:
     import importlib.util
 
-    if args.compare and args.backend == "ray":
-        return "--compare ray runs nbdist and Ray side by side; drop --backend ray"
-    backends = ["nbdist", "ray"] if args.compare else [args.backend]
-    if "ray" in backends and importlib.util.find_spec("ray") is None:
+    first = RAY_BACKEND if args.backend == "ray" else "nbdist"
+    backends = [first, "ray"] if args.compare else [first]
+    if any(b in ("ray", RAY_BACKEND) for b in backends) and importlib.util.find_spec(
+            "ray") is None:
         return (f"Ray is not installed for {sys.executable}; {_INSTALL_HINT}, then run this "
                 "command again")
     if args.repeat < 1:

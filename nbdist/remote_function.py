@@ -25,6 +25,11 @@ METHOD_OPTIONS = frozenset({"num_returns", "name"})
 
 DEFAULT_MAX_RETRIES = 3
 
+# The object that runs the public API on another engine (`nbdist.ray_backend.RayBackend`),
+# installed by init(backend="ray") and in that engine's workers; None: nbdist's own engine.
+# Every public call reads it once, so the engine's own path pays one global lookup.
+_backend: Any = None
+
 
 def check_options(opts: dict[str, Any], valid: frozenset[str], what: str) -> None:
     unknown = sorted(set(opts) - valid)
@@ -127,6 +132,8 @@ class RemoteFunction:
         return self._pickled
 
     def remote(self, *args: Any, **kwargs: Any) -> Any:
+        if _backend is not None:
+            return _backend.submit_task(self, args, kwargs)
         client = runtime.current()
         pickled = None if self._fid in client._fns else self._pickle()
         _, refs = client.submit(self._fid, pickled, self._task_name, args, kwargs,

@@ -66,6 +66,10 @@ def _nbdist_parser() -> _Parser:
                        help="attach to the cluster started with `nbdist start --head` there "
                             "(needs a node on this machine; the token from `nbdist start` on "
                             "this machine or $NBDIST_TOKEN)")
+    start.add_argument("--backend", choices=["nbdist", "ray"], default="nbdist",
+                       help="nbdist's own engine (default) or Ray; with ray, --address is "
+                            "auto, HOST:PORT or ray://HOST:PORT of a Ray cluster "
+                            "(none: a local Ray)")
     sub.add_parser("status", help="nodes, workers, resources (used / total) as a table")
     sub.add_parser("stop", help="stop the cluster and everything running on it")
     timeline = sub.add_parser("timeline", help="the task executions as an inline bokeh "
@@ -183,6 +187,20 @@ def _amount(resource: str, value: float) -> str:
     return f"{value / 2**30:.1f} GiB" if "memory" in resource else f"{value:g}"
 
 
+def _start_ray(args: argparse.Namespace) -> None:
+    """``%nbdist start --backend ray [--address ...]``."""
+    if args.address and (args.num_cpus is not None or args.num_gpus is not None
+                         or args.resources):
+        raise UsageError("%nbdist start --backend ray --address: the Ray cluster owns the "
+                         "resources; drop --num-cpus/--num-gpus/--resources.")
+    info = nbdist.init(backend="ray", address=args.address, num_cpus=args.num_cpus,
+                       num_gpus=args.num_gpus, resources=args.resources)
+    where = (f"attached to the Ray cluster at {info.get('address', args.address)}"
+             if args.address else "started a local Ray")
+    print(f"nbdist on Ray: {where} (session {info.get('session_dir', '')}); "
+          "%nbdist status shows it.")
+
+
 @magics_class
 class NbdistMagics(Magics):
     @line_magic
@@ -196,6 +214,9 @@ class NbdistMagics(Magics):
             if nbdist.is_initialized():
                 raise UsageError("%nbdist start: a cluster is already running; "
                                  "run %nbdist stop first.")
+            if args.backend == "ray":
+                _start_ray(args)
+                return
             if args.address:
                 if args.num_cpus is not None or args.num_gpus is not None or args.resources:
                     raise UsageError("%nbdist start --address: the cluster's nodes own the "

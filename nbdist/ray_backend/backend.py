@@ -1,0 +1,657 @@
+"""nbdist's public API on Ray: one `RayBackend` per process, installed by ``init``.
+
+``nbdist.init(backend="ray")`` builds a driver-mode backend (`start`) and installs it as the
+process's backend object; from then on every public call (``f.remote``, ``get``, ``put``,
+``wait``, ``cancel``, ``kill``, ``get_actor``, ``nodes``, ...) forwards to it instead of to the
+engine's client. Inside Ray's workers the task wrapper installs a worker-mode backend, so tasks
+and actors use the same API for nested work.
+
+What maps to what:
+
+    RemoteFunction.remote      a Ray remote function per (function, options), exported once:
+                               ``ray.remote(**options)(worker.make_task_function(fn))``
+    ActorClass.remote          a Ray actor of a host class made for the user's class
+    ActorHandle / ObjectRef    `refs.RayActorHandle` / `refs.RayRef` (the engine's types)
+    get / wait / put / cancel  ray.get / ray.wait / ray.put / ray.cancel on the held Ray refs;
+                               Ray's exceptions become nbdist's (errors.translate)
+    kill / get_actor           ray.kill / ray.get_actor (+ the class's method table)
+    nodes / *_resources        ray.nodes / ray.cluster_resources / ray.available_resources
+
+Events (driver only): the driver publishes what it does itself — TaskSubmitted (dependencies,
+returns, actor, submitter tag), ObjectCreated for puts, WaitBegun/WaitProgress/WaitDone,
+ActorCreated, NodeUp at start. Workers report nested submissions and output lines through the
+output sink (sink.py); task states, placement and worker pids come from Ray's task events
+(state.py).
+
+Threads (driver): the caller's threads submit and get; ``nbdist-ray-output`` pulls the sink;
+``nbdist-ray-state`` polls task events. ``_lock`` guards the per-tag table of unfinished tasks
+that ``cancel_submitted`` (a notebook interrupt) cancels.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from .. import events as ev
+from .. import remote_function as _rf
+from ..exceptions import ClusterError, GetTimeoutError, SerializationError
+from ..runtime import ObjectRef
+from . import worker
+from .errors import RetryableTaskFailure, translate
+from .refs import RayActorHandle, RayRef, wrap
+
+log = logging.getLogger(__name__)
+
+INSTALL_HINT = 'pip install "nbdist[ray]"'
+PROGRESS_STEP_S = 0.5
+AGENT_START_TIMEOUT_MS = 120_000
+# Ray keeps values up to this size in the owner's memory rather than in shared memory.
+RAY_INLINE_MAX = 100 * 1024
+_ACTOR_OPTION_NAMES = ("num_cpus", "num_gpus", "resources", "memory", "max_restarts",
+                       "max_task_retries", "max_concurrency", "name", "namespace", "lifetime",
+                       "get_if_exists")
+
+
+def import_ray() -> Any:
+    try:
+        import ray
+    except ImportError as exc:
+        raise ImportError(
+            f"nbdist.init(backend='ray') needs Ray, which is not installed in this Python "
+            f"environment ({sys.executable}). Install it with: {INSTALL_HINT}") from exc
+    return ray
+
+
+class RayBackend:
+    """The public API on Ray for one process (see the module docstring)."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        self.driver = mode == "driver"
+        self._fns: dict[tuple, Any] = {}
+        self._hosts: dict[int, Any] = {}
+        self._lock = threading.Lock()
+        self._by_tag: dict[str, dict[str, Any]] = {}
+        self._tag_of: dict[str, str] = {}
+        self._wait_ids = itertools.count(1)
+        self.owns_ray = False
+        self.log_to_driver = True
+        self.namespace = ""
+        self.sink_name: str | None = None
+        self.node_id = ""
+        self.worker_id = ""
+        self.pump: Any = None
+        self.poller: Any = None
+        self.guard: Any = None
+
+    # ------------------------------------------------------------------ life cycle
+    def is_initialized(self) -> bool:
+        import ray
+
+        return bool(ray.is_initialized())
+
+    def shutdown(self) -> None:
+        """Stop the driver's threads, then Ray itself if this backend started it."""
+        import ray
+
+        if self.pump is not None:
+            self.pump.stop()
+        if self.poller is not None:
+            self.poller.stop()
+        if self.owns_ray and ray.is_initialized():
+            ray.shutdown()
+        if self.guard is not None:
+            self.guard.stdin.close()
+            try:
+                self.guard.wait(30)
+            except Exception:
+                self.guard.kill()
+
+    # ------------------------------------------------------------------ submission
+    def _context(self) -> tuple[tuple[str | None, str | None], str | None]:
+        """((submitter tag, sink name), parent task id) for a call made now."""
+        if self.driver:
+            return (ev.current_submitter(), self.sink_name), None
+        tag, sink, parent = worker.context_for_submit()
+        return (tag, sink), parent
+
+    def submit_task(self, rf: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+        key = (rf._fid, rf._task_name, rf._nret, rf._shape, rf._retries, rf._retry_exc)
+        fn = self._fns.get(key)
+        if fn is None:
+            fn = self._fns[key] = self._export(rf)
+        ctx, parent = self._context()
+        deps: list[str] = []
+        a, kw = _unwrap_args(args, kwargs, deps)
+        try:
+            out = fn.remote(ctx, *a, **kw)
+        except Exception as exc:
+            raise _submit_error(exc, f"task {rf._task_name!r}") from None
+        self._submitted(out, rf._task_name, deps, ctx, parent, None)
+        return wrap(out)
+
+    def _export(self, rf: Any) -> Any:
+        ray = import_ray()
+        _mirror_pickle_by_value()
+        opts = rf._options
+        retry = opts.get("retry_exceptions")
+        retry_spec = tuple(retry) if isinstance(retry, (list, tuple)) else bool(retry)
+        fn = worker.make_task_function(rf._function, rf._task_name, retry_spec)
+        ray_opts: dict[str, Any] = {
+            "num_returns": rf._nret,
+            "max_retries": opts.get("max_retries", 3),
+            "retry_exceptions": [RetryableTaskFailure] if retry_spec else False,
+        }
+        for name in ("num_cpus", "num_gpus", "resources", "memory", "name"):
+            if opts.get(name) is not None:
+                ray_opts[name] = opts[name]
+        return ray.remote(**ray_opts)(fn)
+
+    def _submitted(self, out: Any, name: str, deps: list[str], ctx: tuple, parent: str | None,
+                   actor: str | None) -> None:
+        """Publish (driver) or report (worker) a submission; track it for interrupts."""
+        raw = out if isinstance(out, list) else [] if out is None else [out]
+        task_hex = raw[0].task_id().hex() if raw else os.urandom(12).hex()
+        returns = tuple(r.hex() for r in raw)
+        tag, sink = ctx
+        if not self.driver:
+            if sink is not None:
+                worker.outbox.add(sink, ("sub", task_hex, name, tuple(deps), returns, parent,
+                                         actor, tag, time.time()))
+            return
+        ev.publish(ev.TaskSubmitted(time.time(), task_hex, name, tuple(deps), returns, None,
+                                    actor, tag))
+        if self.poller is not None:
+            self.poller.track(task_hex, name)
+        if tag is not None and raw:
+            with self._lock:
+                self._by_tag.setdefault(tag, {})[task_hex] = raw[0]
+                self._tag_of[task_hex] = tag
+
+    def _ended(self, task_hex: str) -> None:
+        """A task seen finished or failed: its ref need not be held for interrupts."""
+        with self._lock:
+            tag = self._tag_of.pop(task_hex, None)
+            if tag is not None:
+                entries = self._by_tag.get(tag)
+                if entries is not None:
+                    entries.pop(task_hex, None)
+                    if not entries:
+                        del self._by_tag[tag]
+
+    # ------------------------------------------------------------------ actors
+    def create_actor(self, ac: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+        ray = import_ray()
+        host = self._hosts.get(ac._fid)
+        if host is None:
+            _mirror_pickle_by_value()
+            host = self._hosts[ac._fid] = ray.remote(
+                worker.make_host_class(ac._cls, ac._methods))
+        opts = {k: ac._options[k] for k in _ACTOR_OPTION_NAMES
+                if ac._options.get(k) is not None}
+        ctx, _ = self._context()
+        a, kw = _unwrap_args(args, kwargs, [])
+        try:
+            ray_handle = host.options(**opts).remote(ctx, *a, **kw)
+        except ValueError:
+            raise
+        except Exception as exc:
+            raise _submit_error(exc, f"actor class {ac.__name__!r}") from None
+        handle = RayActorHandle(ray_handle, ac.__name__, ac._methods)
+        if self.driver:
+            ev.publish(ev.ActorCreated(time.time(), str(handle._actor_id), ac.__name__,
+                                       opts.get("name")))
+        return handle
+
+    def call_method(self, handle: RayActorHandle, method: str, nret: int, task_name: str,
+                    args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+        call = handle.ray_call(nret, task_name)
+        ctx, parent = self._context()
+        deps: list[str] = []
+        a, kw = _unwrap_args(args, kwargs, deps)
+        try:
+            out = call.remote(ctx, method, *a, **kw)
+        except Exception as exc:
+            raise _submit_error(exc, f"actor method {task_name!r}") from None
+        self._submitted(out, task_name, deps, ctx, parent, str(handle._actor_id))
+        return wrap(out)
+
+    def kill(self, handle: Any, no_restart: bool) -> None:
+        import ray
+
+        ray.kill(_ray_handle(handle), no_restart=no_restart)
+
+    def get_actor(self, name: str, namespace: str | None) -> RayActorHandle:
+        import ray
+
+        try:
+            ray_handle = ray.get_actor(name, namespace=namespace)
+        except ValueError:
+            raise ValueError(
+                f"Failed to look up actor {name!r} in namespace "
+                f"{namespace or self.namespace or '(default)'!r}: no such actor is alive. "
+                "Create it with .options(name=...).remote() first.") from None
+        try:
+            meta: Any = ray.get(
+                ray_handle.nbdist_meta.remote())
+        except Exception as exc:
+            raise translate(exc) from None
+        return RayActorHandle(ray_handle, *meta)
+
+    # ------------------------------------------------------------------ objects
+    def get(self, refs: list[ObjectRef], timeout: float | None) -> list[Any]:
+        import ray
+
+        raw = _raw_refs(refs)
+        wait_id = 0
+        if self.driver:
+            wait_id = next(self._wait_ids)
+            ev.publish(ev.WaitBegun(time.time(), wait_id, "get", tuple(r.hex() for r in raw),
+                                    len(raw), 0, ev.current_submitter()))
+        try:
+            if wait_id and len(raw) > 1:
+                timeout = self._progress(raw, wait_id, timeout)
+            values = ray.get(raw, timeout=timeout)
+        except Exception as exc:
+            if wait_id:
+                ev.publish(ev.WaitDone(time.time(), wait_id, 0, len(raw),
+                                       isinstance(exc, ray.exceptions.GetTimeoutError)))
+            if isinstance(exc, ray.exceptions.GetTimeoutError):
+                raise GetTimeoutError(
+                    f"get() timed out after {timeout} s with values not ready. Raise the "
+                    "timeout, or use wait() to take what is ready.") from None
+            raise translate(exc) from None
+        if wait_id:
+            ev.publish(ev.WaitDone(time.time(), wait_id, len(raw), len(raw), False))
+        return list(values)
+
+    def _progress(self, raw: list[Any], wait_id: int, timeout: float | None) -> float | None:
+        """Wait for ``raw`` publishing WaitProgress as they complete; returns the time left."""
+        import ray
+
+        deadline = None if timeout is None else time.monotonic() + timeout
+        pending, ready = raw, 0
+        while pending:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return 0.0
+            step = PROGRESS_STEP_S if left is None else min(left, PROGRESS_STEP_S)
+            done, pending = ray.wait(pending, num_returns=len(pending), timeout=step,
+                                     fetch_local=False)
+            if done:
+                ready += len(done)
+                ev.publish(ev.WaitProgress(time.time(), wait_id, ready, len(raw)))
+        return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+    def put(self, value: Any) -> RayRef:
+        import ray
+
+        if isinstance(value, ObjectRef):
+            raise TypeError("put() of an ObjectRef is not allowed: pass the ref itself.")
+        try:
+            ray_ref = ray.put(value)
+        except Exception as exc:
+            raise SerializationError(
+                f"Could not serialize the value given to put() (type {type(value).__name__}):"
+                f" {exc}") from None
+        if self.driver:
+            size = _size_hint(value)
+            ev.publish(ev.ObjectCreated(time.time(), ray_ref.hex(), size, self.node_id,
+                                        self.worker_id, None, size > RAY_INLINE_MAX))
+        return RayRef(ray_ref)
+
+    def wait(self, refs: list[ObjectRef], num_returns: int, timeout: float | None,
+             fetch_local: bool) -> tuple[list[ObjectRef], list[ObjectRef]]:
+        import ray
+
+        if num_returns == 0:
+            return [], list(refs)
+        raw = _raw_refs(refs)
+        wait_id = 0
+        if self.driver:
+            wait_id = next(self._wait_ids)
+            ev.publish(ev.WaitBegun(time.time(), wait_id, "wait", tuple(r.hex() for r in raw),
+                                    num_returns, 0, ev.current_submitter()))
+        try:
+            done, _ = ray.wait(raw, num_returns=num_returns, timeout=timeout,
+                               fetch_local=fetch_local)
+        except Exception as exc:
+            raise translate(exc) from None
+        done_set = set(done)
+        ready: list[ObjectRef] = []
+        rest: list[ObjectRef] = []
+        for ref, r in zip(refs, raw, strict=True):
+            (ready if r in done_set and len(ready) < num_returns else rest).append(ref)
+        if wait_id:
+            ev.publish(ev.WaitDone(time.time(), wait_id, len(ready), len(refs),
+                                   len(ready) < num_returns))
+        return ready, rest
+
+    def cancel(self, ref: ObjectRef, force: bool, recursive: bool) -> None:
+        import ray
+
+        ray.cancel(_raw_refs([ref])[0], force=force, recursive=recursive)
+
+    def cancel_submitted(self, tag: str, force: bool) -> int:
+        """Cancel the unfinished tasks the driver submitted under ``tag`` (their nested tasks
+        with them: Ray cancels recursively); returns how many were asked to stop."""
+        import ray
+
+        with self._lock:
+            entries = self._by_tag.pop(tag, {})
+            for task_hex in entries:
+                self._tag_of.pop(task_hex, None)
+        refs = list(entries.values())
+        if not refs:
+            return 0
+        _, running = ray.wait(refs, num_returns=len(refs), timeout=0, fetch_local=False)
+        for ref in running:
+            try:
+                ray.cancel(ref, force=force, recursive=True)
+            except ValueError:  # Ray cannot force-cancel an actor call; ask it to stop
+                ray.cancel(ref, force=False, recursive=True)
+        return len(running)
+
+    # ------------------------------------------------------------------ cluster
+    def nodes(self) -> list[dict[str, Any]]:
+        import ray
+
+        out = []
+        for n in ray.nodes():
+            alive = bool(n.get("Alive", False))
+            out.append({**n, "NodeID": n.get("NodeID", ""), "Alive": alive,
+                        "NodeManagerAddress": n.get("NodeManagerAddress", ""),
+                        "NodeManagerHostname": n.get("NodeManagerHostname", ""),
+                        "Resources": dict(n.get("Resources", {})),
+                        "ObjectStoreUsed": 0, "Pid": 0, "alive": alive})
+        return out
+
+    def cluster_resources(self) -> dict[str, float]:
+        import ray
+
+        return {k: float(v) for k, v in ray.cluster_resources().items()}
+
+    def available_resources(self) -> dict[str, float]:
+        import ray
+
+        return {k: float(v) for k, v in ray.available_resources().items() if v > 0}
+
+    def runtime_context(self) -> RayRuntimeContext:
+        import ray
+
+        return RayRuntimeContext(ray.get_runtime_context())
+
+    # ------------------------------------------------------------------ remote records
+    def on_records(self, records: list[tuple], dropped: int) -> None:
+        """Records pulled from the sink (driver): nested submissions and output lines."""
+        lines: list[ev.Output] = []
+        for record in records:
+            if record[0] == "out":
+                _, task_hex, name, pid, stream, line, tag, t = record
+                lines.append(ev.Output(t, task_hex, name, pid, stream, line, tag))
+            elif record[0] == "sub":
+                _, task_hex, name, deps, returns, parent, actor, tag, t = record
+                ev.publish(ev.TaskSubmitted(t, task_hex, name, deps, returns, parent, actor,
+                                            tag))
+                if self.poller is not None:
+                    self.poller.track(task_hex, name)
+        if dropped:
+            log.warning("nbdist: %d lines of remote output were dropped (the driver fell "
+                        "behind)", dropped)
+        if lines:
+            self._show(lines)
+
+    def _show(self, lines: list[ev.Output]) -> None:
+        for line in lines:
+            ev.publish(line)
+        handler = ev.output_handler()
+        if handler is not None:
+            try:
+                if handler(lines):
+                    return
+            except Exception:
+                log.exception("nbdist output handler failed")
+        if self.log_to_driver:
+            for line in lines:
+                out = sys.stderr if line.stream == "stderr" else sys.stdout
+                try:
+                    out.write(f"({line.name} pid={line.worker_pid}) {line.line}\n")
+                    out.flush()
+                except Exception:  # a closed stream must not stop the pump
+                    pass
+
+
+class RayRuntimeContext:
+    """Where the calling code runs, as nbdist's get_runtime_context() reports it."""
+
+    def __init__(self, ctx: Any) -> None:
+        self._ctx = ctx
+
+    def get_job_id(self) -> str:
+        return str(self._ctx.get_job_id())
+
+    def get_task_id(self) -> str | None:
+        return self._ctx.get_task_id()
+
+    def get_node_id(self) -> str:
+        return str(self._ctx.get_node_id())
+
+    def get_actor_id(self) -> str | None:
+        if self._ctx.get_task_id() is None:
+            return None  # the driver (Ray warns when a driver asks)
+        return self._ctx.get_actor_id()
+
+    def get_worker_id(self) -> str:
+        return str(self._ctx.get_worker_id())
+
+    @property
+    def job_id(self) -> str:
+        return self.get_job_id()
+
+    @property
+    def task_id(self) -> str | None:
+        return self.get_task_id()
+
+    @property
+    def node_id(self) -> str:
+        return self.get_node_id()
+
+    @property
+    def actor_id(self) -> str | None:
+        return self.get_actor_id()
+
+    @property
+    def namespace(self) -> str:
+        return str(self._ctx.namespace)
+
+    def get(self) -> dict[str, Any]:
+        return {"job_id": self.job_id, "task_id": self.task_id, "node_id": self.node_id,
+                "actor_id": self.actor_id, "namespace": self.namespace}
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def _unwrap_args(args: Sequence[Any], kwargs: dict[str, Any], deps: list[str]
+                 ) -> tuple[list[Any], dict[str, Any]]:
+    """Top-level RayRefs become Ray refs (so Ray resolves them); their ids go to ``deps``."""
+    out = []
+    for value in args:
+        if type(value) is RayRef:
+            deps.append(value.ray_ref.hex())
+            value = value.ray_ref
+        elif isinstance(value, ObjectRef):
+            raise _foreign_ref()
+        out.append(value)
+    if not kwargs:
+        return out, kwargs
+    kw = {}
+    for key, value in kwargs.items():
+        if type(value) is RayRef:
+            deps.append(value.ray_ref.hex())
+            value = value.ray_ref
+        elif isinstance(value, ObjectRef):
+            raise _foreign_ref()
+        kw[key] = value
+    return out, kw
+
+
+def _raw_refs(refs: Sequence[ObjectRef]) -> list[Any]:
+    out = []
+    for ref in refs:
+        if type(ref) is not RayRef:
+            raise _foreign_ref()
+        out.append(ref.ray_ref)
+    return out
+
+
+def _foreign_ref() -> ValueError:
+    return ValueError(
+        "This ObjectRef belongs to a session of nbdist's own engine, not to the Ray session "
+        "running now: refs do not outlive the session that made them.")
+
+
+def _ray_handle(handle: Any) -> Any:
+    if not isinstance(handle, RayActorHandle):
+        raise ValueError(
+            "This ActorHandle belongs to a session of nbdist's own engine, not to the Ray "
+            "session running now.")
+    return handle.ray_handle
+
+
+def _submit_error(exc: Exception, what: str) -> BaseException:
+    text = str(exc)
+    if isinstance(exc, TypeError) and ("serializ" in text or "pickle" in text):
+        return SerializationError(
+            f"Could not serialize the arguments or the code of {what}: {text.splitlines()[0]}"
+            " Values sent to tasks and actors must be picklable; create such objects inside "
+            "the task instead, or pass what is needed to build them.")
+    return translate(exc)
+
+
+def _size_hint(value: Any) -> int:
+    nbytes = getattr(value, "nbytes", None)
+    if isinstance(nbytes, int):
+        return nbytes
+    if isinstance(value, (bytes, bytearray, str)):
+        return len(value)
+    return 0
+
+
+def _mirror_pickle_by_value() -> None:
+    """Modules registered with cloudpickle to travel by value travel by value through Ray's
+    own copy of cloudpickle too (notebook code and test modules rely on it)."""
+    import cloudpickle
+    import ray.cloudpickle as ray_cloudpickle
+
+    missing = (cloudpickle.list_registry_pickle_by_value()
+               - ray_cloudpickle.list_registry_pickle_by_value())
+    for name in missing:
+        module = sys.modules.get(name)
+        if module is not None:
+            ray_cloudpickle.register_pickle_by_value(module)
+
+
+# ---------------------------------------------------------------------- installing
+
+
+def use_in_worker() -> None:
+    """Inside a Ray worker: nbdist's public API runs on Ray in this process."""
+    if _rf._backend is None:
+        _rf._backend = RayBackend("worker")
+
+
+def start(address: str | None, init_kwargs: dict[str, Any], namespace: str | None,
+          log_to_driver: bool) -> tuple[RayBackend, dict[str, Any]]:
+    """Start or attach to Ray and build the driver's backend; returns it and init()'s info.
+
+    ``address`` None starts a new local Ray (or attaches to ``$RAY_ADDRESS`` when set);
+    "auto" attaches to the Ray started on this machine with ``ray start``; "ray://HOST:PORT"
+    attaches through Ray Client; "HOST:PORT" attaches to that cluster's GCS."""
+    ray = import_ray()
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    backend = RayBackend("driver")
+    backend.log_to_driver = log_to_driver
+    if ray.is_initialized():
+        raise ClusterError(
+            "Ray is already initialized in this process (ray.init() was called directly). "
+            "Call ray.shutdown() first, then nbdist.init(backend='ray').")
+    kwargs = {k: v for k, v in init_kwargs.items() if v is not None}
+    kwargs.setdefault("include_dashboard", False)
+    if address is None:
+        address = os.environ.get("RAY_ADDRESS") or "local"
+    if address == "local":
+        # A new node's raylet waits for its dashboard agent to start; on a loaded machine the
+        # agent's Python start-up can outlast Ray's default wait, and the raylet then aborts.
+        system = dict(kwargs.get("_system_config") or {})
+        system.setdefault("agent_register_timeout_ms", AGENT_START_TIMEOUT_MS)
+        kwargs["_system_config"] = system
+    try:
+        info = ray.init(address=address, namespace=namespace, log_to_driver=log_to_driver,
+                        **kwargs)
+    except Exception as exc:
+        if address != "local" or "timed out during startup" not in str(exc):
+            raise
+        # Ray gives a new local node a fixed 30 s to register; on an overloaded machine that
+        # can run out although nothing is wrong. Ray has cleaned up; one more try.
+        log.warning("nbdist: Ray's local start timed out (%s); trying once more", exc)
+        info = ray.init(address=address, namespace=namespace, log_to_driver=log_to_driver,
+                        **kwargs)
+    backend.owns_ray = True
+    details = dict(getattr(info, "address_info", None) or {})
+    try:
+        if address == "local" and details.get("session_dir"):
+            backend.guard = _start_guard(details["session_dir"])
+        _start_driver(ray, backend)
+    except BaseException:
+        backend.shutdown()
+        raise
+    ctx = ray.get_runtime_context()
+    return backend, {
+        "backend": "ray",
+        "address": details.get("gcs_address") or details.get("address") or address,
+        "node_id": ctx.get_node_id(),
+        "session_dir": details.get("session_dir", ""),
+        "namespace": ctx.namespace,
+        "job_id": ctx.get_job_id(),
+    }
+
+
+def _start_guard(session_dir: str) -> Any:
+    """The process that ends this local Ray's stragglers when the driver is gone (guard.py)."""
+    import subprocess
+
+    return subprocess.Popen([sys.executable, "-m", "nbdist.ray_backend.guard", session_dir],
+                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def _start_driver(ray: Any, backend: RayBackend) -> None:
+    from .sink import OutputPump, OutputSink
+    from .state import StatePoller
+
+    ctx = ray.get_runtime_context()
+    job = ctx.get_job_id()
+    backend.namespace = ctx.namespace
+    backend.node_id = ctx.get_node_id()
+    backend.worker_id = ctx.get_worker_id()
+    backend.sink_name = f"nbdist-output-{job}-{os.getpid()}"
+    sink = ray.remote(OutputSink).options(
+        name=backend.sink_name, namespace=worker.SINK_NAMESPACE, num_cpus=0).remote()
+    backend.pump = OutputPump(sink, backend.on_records)
+    backend.pump.start()
+    backend.poller = StatePoller(job, ev.publish, backend._ended)
+    if not ray.util.client.ray.is_connected():
+        backend.poller.start()
+    now = time.time()
+    for n in ray.nodes():
+        if n.get("Alive"):
+            ev.publish(ev.NodeUp(now, n["NodeID"], n.get("NodeManagerAddress", ""),
+                                 {k: float(v) for k, v in n.get("Resources", {}).items()}))

@@ -1,0 +1,130 @@
+"""nbdist's ObjectRef and ActorHandle types over Ray's.
+
+`RayRef` is an `nbdist.ObjectRef` holding a ``ray.ObjectRef``; `RayActorHandle` is an
+`nbdist.ActorHandle` holding a Ray actor handle. Being the engine's own types, they pass the
+public API's type checks and the notebook layer's display rules unchanged. Ray counts the
+references: a RayRef keeps its Ray ref alive and nothing more, so these objects skip the
+engine's reference bookkeeping (``__init__``/``__del__`` of the base classes).
+
+Both pickle to their Ray counterpart, so a ref or handle inside a task's arguments or return
+value travels through Ray's serializer and Ray tracks the borrow.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+from typing import Any
+
+from .. import remote_function as _rf
+from ..actor import ActorHandle
+from ..remote_function import METHOD_OPTIONS, check_options
+from ..runtime import ObjectRef
+from .errors import translate
+
+
+class RayRef(ObjectRef):
+    """An ObjectRef whose value lives in Ray's object store."""
+
+    __slots__ = ("ray_ref",)
+
+    def __init__(self, ray_ref: Any) -> None:
+        self.ray_ref = ray_ref
+        self.id = int.from_bytes(ray_ref.binary(), "big")
+
+    def __del__(self) -> None:
+        return None
+
+    def __reduce__(self) -> Any:
+        return (RayRef, (self.ray_ref,))
+
+    def hex(self) -> str:
+        return str(self.ray_ref.hex())
+
+    def binary(self) -> bytes:
+        return bytes(self.ray_ref.binary())
+
+    def task_hex(self) -> str:
+        return str(self.ray_ref.task_id().hex())
+
+    def future(self) -> Any:
+        """A concurrent.futures.Future resolved with the value (or its nbdist error)."""
+        out: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+        def done(fut: concurrent.futures.Future[Any]) -> None:
+            exc = fut.exception()
+            if exc is not None:
+                out.set_exception(translate(exc))
+            else:
+                out.set_result(fut.result())
+
+        self.ray_ref.future().add_done_callback(done)
+        return out
+
+
+def wrap(value: Any) -> Any:
+    """RayRef(s) for what a Ray ``.remote()`` returned (a ref, a list of refs, or None)."""
+    if value is None:
+        return None
+    if isinstance(value, list):
+        return [RayRef(r) for r in value]
+    return RayRef(value)
+
+
+class RayActorMethod:
+    """``handle.method`` of an actor on Ray: ``.remote(*args)`` submits a call."""
+
+    __slots__ = ("_handle", "_name", "_nret", "_task_name")
+
+    def __init__(self, handle: RayActorHandle, name: str, nret: int,
+                 task_name: str | None = None) -> None:
+        self._handle = handle
+        self._name = name
+        self._nret = nret
+        self._task_name = task_name or f"{handle._class_name}.{name}"
+
+    def remote(self, *args: Any, **kwargs: Any) -> Any:
+        return _rf._backend.call_method(self._handle, self._name, self._nret, self._task_name,
+                                        args, kwargs)
+
+    def options(self, **options: Any) -> RayActorMethod:
+        check_options(options, METHOD_OPTIONS, f"actor method {self._name!r}")
+        return RayActorMethod(self._handle, self._name, options.get("num_returns", self._nret),
+                              options.get("name") or self._task_name)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(
+            f"Actor methods cannot be called directly. Use actor.{self._name}.remote(...) "
+            "instead.")
+
+
+class RayActorHandle(ActorHandle):
+    """A handle to an actor running on Ray; pickles, so tasks and actors can use it."""
+
+    def __init__(self, ray_handle: Any, class_name: str,
+                 methods: dict[str, tuple[int, bool]]) -> None:
+        self.ray_handle = ray_handle
+        # Ray's handle exposes its id only under this name.
+        self._actor_id = ray_handle._actor_id.hex()
+        self._class_name = class_name
+        self._methods = methods
+        self._calls: dict[tuple[int, str], Any] = {}
+        for name, (nret, _) in methods.items():
+            self.__dict__[name] = RayActorMethod(self, name, nret)
+
+    def __del__(self) -> None:
+        return None
+
+    def __reduce__(self) -> Any:
+        return (RayActorHandle, (self.ray_handle, self._class_name, self._methods))
+
+    def __repr__(self) -> str:
+        return f"Actor({self._class_name}, {self._actor_id})"
+
+    def ray_call(self, nret: int, task_name: str) -> Any:
+        """The Ray method object that runs calls with these options (cached)."""
+        key = (nret, task_name)
+        call = self._calls.get(key)
+        if call is None:
+            call = self.ray_handle.nbdist_call.options(num_returns=nret, name=task_name)
+            self._calls[key] = call
+        return call

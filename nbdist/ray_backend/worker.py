@@ -1,0 +1,340 @@
+"""What runs inside Ray's worker processes: the task wrapper, the actor host, captured output.
+
+Every nbdist task runs as a Ray task whose function is `make_task_function`'s wrapper around
+the user's function; every nbdist actor is a Ray actor of a subclass of `SyncHost` or
+`AsyncHost` that holds the user's object and runs its methods through ``nbdist_call``. The
+first argument of each call is its *context*, ``(submitter tag, sink name)``: the notebook cell
+that caused the work (nested tasks inherit it) and the named Ray actor that collects output for
+the driver (sink.py).
+
+Around each call the wrapper:
+
+- makes nbdist's public API run on Ray in this process (`nbdist.ray_backend.backend`), so a task
+  can submit, get and wait like the driver;
+- records which task runs in a `contextvars.ContextVar`, so threaded and async actors keep
+  their calls apart;
+- captures ``print``: ``sys.stdout``/``sys.stderr`` are replaced once per process by streams
+  that turn each line written during a call into an output record for the driver; lines
+  written outside a call, and anything written to file descriptor 1/2 directly (C code,
+  subprocesses), go to Ray's own log files as before;
+- turns an exception into a `TaskFailure` carrying an nbdist TaskError: the user's exception
+  (when it pickles), the traceback without nbdist's and Ray's frames, the pid.
+
+Records leave through `Outbox`: a flusher thread sends what accumulated to the sink every
+``FLUSH_S``; a call that printed sends the rest and waits for the sink to have it before it
+returns, so a task's output reaches the sink before its result reaches the caller.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import inspect
+import os
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..exceptions import TaskError
+from ..serialization import format_user_traceback
+from .errors import RetryableTaskFailure, TaskFailure
+
+FLUSH_S = 0.05
+SINK_NAMESPACE = "nbdist-internal"
+_NBDIST_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@dataclass
+class CallInfo:
+    """The call running in the current context (thread or asyncio task)."""
+
+    name: str
+    tag: str | None
+    sink: str | None
+    task_id: str = ""
+    printed: bool = False
+    partial: dict[str, str] = field(default_factory=dict)
+
+    def task_hex(self) -> str:
+        if not self.task_id:
+            import ray
+
+            self.task_id = ray.get_runtime_context().get_task_id() or ""
+        return self.task_id
+
+
+current: contextvars.ContextVar[CallInfo | None] = contextvars.ContextVar(
+    "nbdist_ray_call", default=None)
+
+
+def context_for_submit() -> tuple[str | None, str | None, str | None]:
+    """(tag, sink, parent task id) for a call submitted from the code running now."""
+    info = current.get()
+    if info is None:
+        return None, None, None
+    return info.tag, info.sink, info.task_hex()
+
+
+# ----------------------------------------------------------------------------- output
+
+
+class Outbox:
+    """Records waiting to be sent to their sink; one per worker process."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._send_lock = threading.Lock()
+        self._items: list[tuple[str, tuple]] = []
+        self._wake = threading.Event()
+        self._sinks: dict[str, Any] = {}
+        self._thread: threading.Thread | None = None
+
+    def add(self, sink: str, record: tuple) -> None:
+        with self._lock:
+            self._items.append((sink, record))
+            self._wake.set()
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="nbdist-ray-outbox",
+                                                daemon=True)
+                self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            self._wake.wait()
+            time.sleep(FLUSH_S)  # let a burst of lines gather into one message
+            self._wake.clear()
+            self.send(wait=False)
+
+    def send(self, wait: bool) -> None:
+        """Send everything queued; with ``wait`` return once the sinks have it."""
+        with self._send_lock:
+            with self._lock:
+                items, self._items = self._items, []
+            if not items:
+                return
+            by_sink: dict[str, list[tuple]] = {}
+            for sink, record in items:
+                by_sink.setdefault(sink, []).append(record)
+            pending = []
+            for sink, records in by_sink.items():
+                handle = self._sink(sink)
+                if handle is not None:
+                    pending.append(handle.push.remote(records))
+        if wait and pending:
+            import ray
+
+            try:
+                ray.get(pending, timeout=10)
+            except Exception:  # a sink that is gone loses its lines, the task still returns
+                pass
+
+    def _sink(self, name: str) -> Any:
+        if name not in self._sinks:
+            import ray
+
+            try:
+                self._sinks[name] = ray.get_actor(name, namespace=SINK_NAMESPACE)
+            except Exception:
+                self._sinks[name] = None
+        return self._sinks[name]
+
+
+outbox = Outbox()
+
+
+class CapturedStream:
+    """``sys.stdout``/``sys.stderr`` of a worker: lines written during a call become output
+    records for the driver; other writes go to the original stream."""
+
+    def __init__(self, original: Any, stream: str) -> None:
+        self.original = original
+        self.stream = stream
+        self.encoding = str(getattr(original, "encoding", "utf-8"))
+        self.errors = "replace"
+
+    def write(self, text: str) -> int:
+        info = current.get()
+        if info is None or info.sink is None:
+            self.original.write(text)
+            return len(text)
+        buf = info.partial.get(self.stream, "") + text
+        if "\n" in buf:
+            head, _, tail = buf.rpartition("\n")
+            info.partial[self.stream] = tail
+            for line in head.split("\n"):
+                _emit(info, self.stream, line)
+        else:
+            info.partial[self.stream] = buf
+        return len(text)
+
+    def flush(self) -> None:
+        info = current.get()
+        if info is None or info.sink is None:
+            self.original.flush()
+            return
+        rest = info.partial.pop(self.stream, "")
+        if rest:
+            _emit(info, self.stream, rest)
+
+    def isatty(self) -> bool:
+        return False
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return int(self.original.fileno())
+
+
+
+def _emit(info: CallInfo, stream: str, line: str) -> None:
+    info.printed = True
+    assert info.sink is not None
+    outbox.add(info.sink, ("out", info.task_hex(), info.name, os.getpid(), stream, line,
+                           info.tag, time.time()))
+
+
+_installed = False
+_install_lock = threading.Lock()
+
+
+def install() -> None:
+    """Once per worker process: nbdist's API on Ray here, and captured stdout/stderr."""
+    global _installed
+    if _installed:
+        return
+    with _install_lock:
+        if _installed:
+            return
+        from .backend import use_in_worker
+
+        use_in_worker()
+        sys.stdout = CapturedStream(sys.stdout, "stdout")
+        sys.stderr = CapturedStream(sys.stderr, "stderr")
+        _installed = True
+
+
+def _finish_output(info: CallInfo) -> None:
+    for stream in ("stdout", "stderr"):
+        rest = info.partial.pop(stream, "")
+        if rest and info.sink is not None:
+            _emit(info, stream, rest)
+    if info.printed:
+        outbox.send(wait=True)
+
+
+# ----------------------------------------------------------------------------- failures
+
+
+def _engine_frame(filename: str) -> bool:
+    return filename.startswith(_NBDIST_DIR) or f"{os.sep}ray{os.sep}" in filename
+
+
+def failure(name: str, exc: Exception, retry: Any) -> TaskFailure:
+    """The TaskFailure to raise for ``exc`` (retryable if it matches ``retry``)."""
+    import ray
+
+    if isinstance(exc, TaskError):
+        err: TaskError = exc  # a failed dependency or nested task: keep the original
+    else:
+        cause: BaseException | None = exc
+        try:
+            ray.cloudpickle.loads(ray.cloudpickle.dumps(exc))
+        except Exception:
+            cause = None
+        text = format_user_traceback(exc, _engine_frame)
+        try:
+            task_id = ray.get_runtime_context().get_task_id() or ""
+        except Exception:
+            task_id = ""
+        err = TaskError(name, text, cause, os.getpid(), task_id).as_instanceof_cause()
+    retryable = retry is True or (isinstance(retry, tuple) and isinstance(exc, retry))
+    return RetryableTaskFailure(err) if retryable else TaskFailure(err)
+
+
+# ----------------------------------------------------------------------------- tasks
+
+
+def run_call(fn: Any, name: str, retry: Any, ctx: tuple, args: Any, kwargs: Any) -> Any:
+    install()
+    info = CallInfo(name, ctx[0], ctx[1])
+    token = current.set(info)
+    try:
+        value = fn(*args, **kwargs)
+        if inspect.iscoroutine(value):
+            value = asyncio.run(value)
+        return value
+    except Exception as exc:
+        raise failure(name, exc, retry) from None
+    finally:
+        _finish_output(info)
+        current.reset(token)
+
+
+async def run_call_async(fn: Any, name: str, ctx: tuple, args: Any, kwargs: Any) -> Any:
+    install()
+    info = CallInfo(name, ctx[0], ctx[1])
+    token = current.set(info)
+    try:
+        value = fn(*args, **kwargs)
+        if inspect.iscoroutine(value):
+            value = await value
+        return value
+    except Exception as exc:
+        raise failure(name, exc, False) from None
+    finally:
+        _finish_output(info)
+        current.reset(token)
+
+
+def make_task_function(fn: Any, name: str, retry: Any) -> Any:
+    """The function Ray runs for the nbdist task ``fn`` (named like it in Ray's views)."""
+
+    def run(nbdist_ctx: tuple, *args: Any, **kwargs: Any) -> Any:
+        return run_call(fn, name, retry, nbdist_ctx, args, kwargs)
+
+    run.__name__ = run.__qualname__ = name
+    run.__doc__ = fn.__doc__
+    return run
+
+
+# ----------------------------------------------------------------------------- actors
+
+
+class SyncHost:
+    """A Ray actor holding one nbdist actor object (``user_class``, set per subclass)."""
+
+    user_class: type = object
+    class_name = "?"
+    methods: dict[str, tuple[int, bool]] = {}
+
+    def __init__(self, nbdist_ctx: tuple, *args: Any, **kwargs: Any) -> None:
+        self.obj = run_call(self.user_class, f"{self.class_name}.__init__", False, nbdist_ctx,
+                            args, kwargs)
+
+    def nbdist_call(self, nbdist_ctx: tuple, method: str, *args: Any, **kwargs: Any) -> Any:
+        return run_call(getattr(self.obj, method), f"{self.class_name}.{method}", False,
+                        nbdist_ctx, args, kwargs)
+
+    def nbdist_meta(self) -> tuple[str, dict[str, tuple[int, bool]]]:
+        return self.class_name, self.methods
+
+
+class AsyncHost(SyncHost):
+    """The host of an actor with ``async def`` methods: calls run as coroutines."""
+
+    async def nbdist_call(self, nbdist_ctx: tuple, method: str,
+                          *args: Any, **kwargs: Any) -> Any:
+        return await run_call_async(getattr(self.obj, method), f"{self.class_name}.{method}",
+                                    nbdist_ctx, args, kwargs)
+
+
+def make_host_class(cls: type, methods: dict[str, tuple[int, bool]]) -> type:
+    """A host class for ``cls``, named like it so Ray's views show the user's class name."""
+    is_async = any(inspect.iscoroutinefunction(m) for _, m in
+                   inspect.getmembers(cls, predicate=inspect.isfunction))
+    base = AsyncHost if is_async else SyncHost
+    return type(cls.__name__, (base,), {"user_class": cls, "class_name": cls.__name__,
+                                        "methods": methods, "__module__": __name__})

@@ -1,0 +1,210 @@
+"""The notebook experience on the Ray backend, through real kernels.
+
+- The first teaching notebook runs top to bottom with ``%nbdist start --backend ray`` instead
+  of ``%nbdist start`` (the only change), and shows what it shows on nbdist's engine: results,
+  the ObjectRef display, the nested task's print in its cell, the caught remote error. When
+  nbclient shuts the kernel down, the local Ray it started leaves no process behind.
+- In a kernel of its own: a remote error shows as the user's type with the cell's line; an
+  interrupt cancels the interrupted cell's tasks (their CPUs come back, another cell's task
+  keeps running); a SIGKILLed kernel leaves no Ray process behind either.
+
+Ray is a test dependency: without it these tests fail (the first cell raises the error that
+says how to install it), they are not skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import signal
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import nbformat
+import pytest
+from jupyter_client import KernelManager
+from nbclient import NotebookClient
+
+from nbdist.ray_backend.guard import session_pids
+
+pytestmark = pytest.mark.timeout(420)
+
+NOTEBOOKS = os.path.join(os.path.dirname(__file__), "..", "..", "notebooks")
+START = "%nbdist start --num-cpus 2"
+SESSION_RE = re.compile(r"\(session (/\S+)\)")
+LEFTOVER_TIMEOUT_S = 30.0
+
+
+def _wait_gone(session_dir: str) -> None:
+    deadline = time.monotonic() + LEFTOVER_TIMEOUT_S
+    while session_pids(session_dir, {os.getpid()}) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = session_pids(session_dir, {os.getpid()})
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"processes {sorted(left)} of Ray session {session_dir} outlived the kernel"
+
+
+def _find(cells: list[str], pattern: str) -> re.Match[str]:
+    for text in cells:
+        m = re.search(pattern, text)
+        if m:
+            return m
+    pytest.fail(f"no cell output matches {pattern!r}:\n" + "\n---\n".join(cells))
+
+
+def test_01_tasks_runs_on_ray(cell_text) -> None:
+    nb = nbformat.read(os.path.join(NOTEBOOKS, "01-tasks.ipynb"), as_version=4)
+    [start] = [c for c in nb.cells if c.cell_type == "code" and START in c.source]
+    start.source = start.source.replace(START, "%nbdist start --backend ray --num-cpus 2")
+    client = NotebookClient(nb, kernel_name="python3", timeout=300,
+                            resources={"metadata": {"path": NOTEBOOKS}})
+    try:
+        client.execute()
+    finally:
+        cells = cell_text(nb)
+        session = SESSION_RE.search("".join(cells))
+        if session is not None:
+            _wait_gone(os.path.realpath(session[1]))
+    assert session is not None, "the start cell did not report a Ray session"
+    assert "nbdist on Ray: started a local Ray" in cells[0]
+    _find(cells, r"chain: sum 36 in [\d.]+ s")
+    _find(cells, r"tree:  sum 36 in [\d.]+ s")
+    _find(cells, 'class="nbdist-ref"')
+    _find(cells, r"result: 42")
+    _find(cells, r"\(tree_sum pid=\d+\) sum of \[1, 2, 3, 4, 5, 6, 7, 8\] = 36")
+    _find(cells, r"caught a ZeroDivisionError from the task: division by zero")
+
+
+class Kernel:
+    """A kernel driven through jupyter_client; iopub messages collected by parent id."""
+
+    def __init__(self) -> None:
+        self.km = KernelManager(kernel_name="python3")
+        self.km.start_kernel()
+        self.client = self.km.client()
+        self.client.start_channels()
+        self.client.wait_for_ready(timeout=120)
+        self.iopub: list[dict[str, Any]] = []
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                self.iopub.append(self.client.get_iopub_msg(timeout=0.05))
+            except queue.Empty:
+                return
+
+    def messages(self, msg_id: str) -> list[dict[str, Any]]:
+        self._drain()
+        return [m for m in self.iopub if m["parent_header"].get("msg_id") == msg_id]
+
+    def text(self, msg_id: str) -> str:
+        return "".join(m["content"]["text"] for m in self.messages(msg_id)
+                       if m["msg_type"] == "stream")
+
+    def reply(self, msg_id: str, timeout: float = 180) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                msg = self.client.get_shell_msg(timeout=1)
+            except queue.Empty:
+                continue
+            if msg["parent_header"].get("msg_id") == msg_id:
+                return dict(msg["content"])
+        pytest.fail(f"no reply to {msg_id} within {timeout} s")
+
+    def run(self, code: str, timeout: float = 180) -> tuple[dict[str, Any], str]:
+        msg_id = self.client.execute(code)
+        return self.reply(msg_id, timeout), msg_id
+
+    def ok(self, code: str, timeout: float = 180) -> str:
+        content, msg_id = self.run(code, timeout)
+        assert content["status"] == "ok", content
+        self.wait_for(lambda: any(m["msg_type"] == "status" and
+                                  m["content"]["execution_state"] == "idle"
+                                  for m in self.messages(msg_id)), 30, "idle")
+        return self.text(msg_id)
+
+    def wait_for(self, predicate: Any, timeout: float, what: str) -> Any:
+        deadline = time.monotonic() + timeout
+        while True:
+            value = predicate()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                pytest.fail(f"timed out after {timeout} s waiting for: {what}")
+            time.sleep(0.05)
+
+    def close(self) -> None:
+        self.client.stop_channels()
+        self.km.shutdown_kernel(now=True)
+
+
+@pytest.fixture(scope="module")
+def ray_kernel() -> Iterator[tuple[Kernel, str]]:
+    k = Kernel()
+    session = None
+    try:
+        out = k.ok("%load_ext nbdist\n%nbdist start --backend ray --num-cpus 2\nimport nbdist")
+        session = SESSION_RE.search(out)
+        assert session is not None, out
+        yield k, os.path.realpath(session[1])
+    finally:
+        k.close()
+        if session is not None:
+            _wait_gone(os.path.realpath(session[1]))
+
+
+BLOCK = """%%remote --num-cpus 0.5
+import time
+
+def block(text, seconds):
+    print(text, flush=True)
+    time.sleep(seconds)
+    return text
+
+def fails(x):
+    y = x + 1
+    raise ValueError(f'bad value {y}')
+"""
+
+
+def test_remote_error_shows_the_users_type_and_the_cells_line(ray_kernel) -> None:
+    k, _ = ray_kernel
+    content, _ = k.run(BLOCK)
+    assert content["status"] == "ok"
+    define = content["execution_count"]
+    content, call = k.run("nbdist.get(fails.remote(1))")
+    assert content["status"] == "error"
+    # What the frontend shows: the kernel's error message of that cell.
+    [error] = k.wait_for(lambda: [m["content"] for m in k.messages(call)
+                                  if m["msg_type"] == "error"], 30, "the error message")
+    assert error["ename"] == "ValueError" and error["evalue"] == "bad value 2"
+    text = "\n".join(error["traceback"])
+    assert f"Cell In[{define}], line 10, in fails" in text
+    assert "raise ValueError(f'bad value {y}')" in text
+
+
+def test_interrupt_cancels_the_cells_tasks(ray_kernel) -> None:
+    k, _ = ray_kernel
+    k.ok("keep = block.remote('kept', 5)")
+    cell = k.client.execute("nbdist.get([block.remote(f'held {i}', 300) for i in range(2)])")
+    k.wait_for(lambda: k.text(cell).count("held") == 2, 120, "both tasks running, printing")
+    k.km.interrupt_kernel()
+    content = k.reply(cell)
+    assert content["status"] == "error" and content["ename"] == "KeyboardInterrupt"
+    out = k.ok("import time\ndeadline = time.monotonic() + 60\n"
+               "while nbdist.available_resources().get('CPU', 0) < 1.5 "
+               "and time.monotonic() < deadline:\n    time.sleep(0.1)\n"
+               "print(nbdist.available_resources().get('CPU', 0), nbdist.get(keep))")
+    assert out.split()[-1] == "kept"
+    assert float(out.split()[0]) >= 1.5
+
+
+def test_sigkilled_kernel_leaves_no_ray_process(ray_kernel) -> None:
+    k, session_dir = ray_kernel
+    assert session_pids(session_dir, {os.getpid()}), "no process of the Ray session found"
+    os.kill(k.km.provisioner.process.pid, signal.SIGKILL)  # type: ignore[union-attr]
+    _wait_gone(session_dir)
