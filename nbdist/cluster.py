@@ -101,7 +101,18 @@ class LocalCluster:
             if time.monotonic() > deadline:
                 raise ClusterError(self._failure("the node daemon did not start in time"))
             time.sleep(0.002)
-        return hello(sock, P.KIND_DRIVER)
+        client = hello(sock, P.KIND_DRIVER)
+        client.close_hint = self._log_tail
+        return client
+
+    def _log_tail(self) -> str:
+        tail = ""
+        for name in ("node.log", "head.log"):
+            with contextlib.suppress(OSError), open(os.path.join(self.session_dir, name)) as f:
+                text = f.read()[-1500:].strip()
+                if text:
+                    tail += f"\n--- {name} (end) ---\n{text}"
+        return tail
 
     def _failure(self, what: str) -> str:
         tail = ""

@@ -174,6 +174,8 @@ class CoreClient:
         self._expected: set[int] = set()
         self._requested: set[int] = set()
         self._relocating: set[int] = set()
+        # Says more when the node goes away unexpectedly (e.g. the end of its log).
+        self.close_hint: Callable[[], str] | None = None
         self._fns: set[int] = set()
         self._tasks: dict[int, str] = {}
         self._running: set[int] = set()
@@ -747,8 +749,14 @@ class CoreClient:
             self.publish(ev.WorkerDown(now, self.node_id, f["pid"], f["reason"]))
 
     def _on_close(self, error: BaseException | None) -> None:
+        was_closing = self.closed
         self.closed = True
         self.close_reason = f"{error}" if error else "the node daemon closed the connection"
+        if not was_closing and self.close_hint is not None:
+            try:
+                self.close_reason += self.close_hint()
+            except Exception:
+                pass
         with self._lock:
             waiters = [w for lst in self._waiters.values() for w in lst]
             self._waiters.clear()
