@@ -20,6 +20,7 @@ from . import remote_function as _rf
 from . import runtime
 from .actor import ActorClass, ActorHandle, _rebuild_handle
 from .cluster import LocalCluster
+from .context import ContextNames
 from .exceptions import ClusterError
 from .ids import hex_id
 from .remote_function import RemoteFunction
@@ -382,7 +383,7 @@ def available_resources() -> dict[str, float]:
     return {k: v for k, v in avail.items() if v > 0}
 
 
-class RuntimeContext:
+class RuntimeContext(ContextNames):
     """Where the calling code runs (Ray's get_runtime_context())."""
 
     def __init__(self, client: runtime.CoreClient) -> None:
@@ -407,28 +408,8 @@ class RuntimeContext:
         return hex_id(self._client.client_no)
 
     @property
-    def job_id(self) -> str:
-        return self.get_job_id()
-
-    @property
-    def task_id(self) -> str | None:
-        return self.get_task_id()
-
-    @property
-    def node_id(self) -> str:
-        return self.get_node_id()
-
-    @property
-    def actor_id(self) -> str | None:
-        return self.get_actor_id()
-
-    @property
     def namespace(self) -> str:
         return _namespace
-
-    def get(self) -> dict[str, Any]:
-        return {"job_id": self.job_id, "task_id": self.task_id, "node_id": self.node_id,
-                "actor_id": self.actor_id, "namespace": self.namespace}
 
 
 def get_runtime_context() -> RuntimeContext:

@@ -739,6 +739,22 @@ class NodeState:
         self.ready.setdefault(task.shape, collections.deque()).appendleft(task)
         self.need_dispatch = True
 
+    def _lost_run(self, task: Task, cancelled_note: str, reason: str, crash_text: str) -> None:
+        """The process running ``task`` is gone: it runs again while retries last, else
+        fails with WorkerCrashedError(``crash_text``); a cancelled one just ends."""
+        name = task.spec[P.S_NAME]
+        if task.cancelled:
+            self._finish_error(task, system_error_blob(TaskCancelledError(
+                f"Task {name!r} was cancelled{cancelled_note}.")))
+        elif task.retries_left > 0:
+            task.retries_left -= 1
+            self._event(task.spec[P.S_JOB], "task_retried", {
+                "task_id": task.id, "name": name, "attempt": task.attempt + 1,
+                "reason": reason})
+            self._requeue(task)
+        else:
+            self._finish_error(task, system_error_blob(WorkerCrashedError(crash_text)))
+
     def _worker_free(self, worker: Worker, task: Task) -> None:
         shape = task.held
         if worker.blocked:
@@ -899,21 +915,11 @@ class NodeState:
             self._worker_free(worker, task)
             worker.state = "dead"
             name = task.spec[P.S_NAME]
-            if task.cancelled:
-                self._finish_error(task, system_error_blob(TaskCancelledError(
-                    f"Task {name!r} was cancelled (its worker was stopped).")))
-            elif task.retries_left > 0:
-                task.retries_left -= 1
-                self._event(task.spec[P.S_JOB], "task_retried", {
-                    "task_id": task.id, "name": name, "attempt": task.attempt + 1,
-                    "reason": f"worker pid={worker.pid} {how}"})
-                self._requeue(task)
-            else:
-                self._finish_error(task, system_error_blob(WorkerCrashedError(
-                    f"The worker (pid={worker.pid}) running task {name!r} {how}; "
-                    f"no retries left (max_retries={task.spec[P.S_MAX_RETRIES]}). If the "
-                    "process ran out of memory, lower the memory the task uses or give it "
-                    "more resources.")))
+            self._lost_run(
+                task, " (its worker was stopped)", f"worker pid={worker.pid} {how}",
+                f"The worker (pid={worker.pid}) running task {name!r} {how}; no retries left "
+                f"(max_retries={task.spec[P.S_MAX_RETRIES]}). If the process ran out of "
+                "memory, lower the memory the task uses or give it more resources.")
         if worker.actor is not None:
             self._actor_worker_lost(worker.actor, worker, how)
         for job in self.jobs:
@@ -1190,19 +1196,10 @@ class NodeState:
                     f"The actor {actor_id:x} cannot run the call {name!r}: its node ({index}) "
                     "was lost.", f"{actor_id:x}")))
                 continue
-            if task.cancelled:
-                self._finish_error(task, system_error_blob(TaskCancelledError(
-                    f"Task {name!r} was cancelled.")))
-            elif task.retries_left > 0:
-                task.retries_left -= 1
-                self._event(task.spec[P.S_JOB], "task_retried", {
-                    "task_id": task.id, "name": name, "attempt": task.attempt + 1,
-                    "reason": f"node {index} running it was lost"})
-                self._requeue(task)
-            else:
-                self._finish_error(task, system_error_blob(WorkerCrashedError(
-                    f"The node running task {name!r} was lost; no retries left "
-                    f"(max_retries={task.spec[P.S_MAX_RETRIES]}).")))
+            self._lost_run(
+                task, "", f"node {index} running it was lost",
+                f"The node running task {name!r} was lost; no retries left "
+                f"(max_retries={task.spec[P.S_MAX_RETRIES]}).")
         for oid in [o for o in self.fetching if o >> P.OWNER_SHIFT == index]:
             self.fetching.discard(oid)
             obj = self.objects.get(oid)

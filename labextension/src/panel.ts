@@ -18,6 +18,7 @@ import { GraphView, summarize } from './graphview';
 import { GraphNode, PanelModel } from './model';
 import { Task } from './protocol';
 import {
+  el,
   formatBytes,
   formatSeconds,
   ObjectsView,
@@ -29,18 +30,6 @@ import {
 
 export const PANEL_ID = 'nbdist-panel';
 
-function el<K extends keyof HTMLElementTagNameMap>(
-  tag: K,
-  className: string,
-  text?: string
-): HTMLElementTagNameMap[K] {
-  const node = document.createElement(tag);
-  node.className = className;
-  if (text !== undefined) {
-    node.textContent = text;
-  }
-  return node;
-}
 
 function time(t: number | null): string {
   return t === null ? '–' : new Date(t * 1000).toLocaleTimeString();

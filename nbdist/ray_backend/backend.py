@@ -41,6 +41,7 @@ from typing import Any
 
 from .. import events as ev
 from .. import remote_function as _rf
+from ..context import ContextNames
 from ..exceptions import ClusterError, GetTimeoutError, SerializationError
 from ..runtime import ObjectRef
 from . import worker
@@ -428,7 +429,7 @@ class RayBackend:
                     pass
 
 
-class RayRuntimeContext:
+class RayRuntimeContext(ContextNames):
     """Where the calling code runs, as nbdist's get_runtime_context() reports it."""
 
     def __init__(self, ctx: Any) -> None:
@@ -452,28 +453,8 @@ class RayRuntimeContext:
         return str(self._ctx.get_worker_id())
 
     @property
-    def job_id(self) -> str:
-        return self.get_job_id()
-
-    @property
-    def task_id(self) -> str | None:
-        return self.get_task_id()
-
-    @property
-    def node_id(self) -> str:
-        return self.get_node_id()
-
-    @property
-    def actor_id(self) -> str | None:
-        return self.get_actor_id()
-
-    @property
     def namespace(self) -> str:
         return str(self._ctx.namespace)
-
-    def get(self) -> dict[str, Any]:
-        return {"job_id": self.job_id, "task_id": self.task_id, "node_id": self.node_id,
-                "actor_id": self.actor_id, "namespace": self.namespace}
 
 
 # ---------------------------------------------------------------------- helpers
