@@ -271,6 +271,10 @@ class RayBackend:
             raise translate(exc) from None
         if wait_id:
             ev.publish(ev.WaitDone(time.time(), wait_id, len(raw), len(raw), False))
+            if self.pump is not None and ev.output_handler() is not None:
+                # In a notebook: the tasks' output reaches their cell before the cell goes on
+                # (one call to the sink; scripts skip it).
+                self.pump.sync()
         return list(values)
 
     def _progress(self, raw: list[Any], wait_id: int, timeout: float | None) -> float | None:
@@ -353,11 +357,12 @@ class RayBackend:
         if not refs:
             return 0
         _, running = ray.wait(refs, num_returns=len(refs), timeout=0, fetch_local=False)
-        for ref in running:
-            try:
-                ray.cancel(ref, force=force, recursive=True)
-            except ValueError:  # Ray cannot force-cancel an actor call; ask it to stop
-                ray.cancel(ref, force=False, recursive=True)
+        _cancel_all(running, force)
+        if running:
+            # A cancel that reaches Ray while it hands the task to a worker can be lost: ask
+            # again, a few times, for those still not done (cancelling twice is harmless).
+            threading.Thread(target=_cancel_again, args=(running, force), daemon=True,
+                             name="nbdist-ray-cancel").start()
         return len(running)
 
     # ------------------------------------------------------------------ cluster
@@ -458,6 +463,32 @@ class RayRuntimeContext(ContextNames):
 
 
 # ---------------------------------------------------------------------- helpers
+
+
+def _cancel_all(refs: list[Any], force: bool) -> None:
+    import ray
+
+    for ref in refs:
+        try:
+            ray.cancel(ref, force=force, recursive=True)
+        except ValueError:  # Ray cannot force-cancel an actor call; ask it to stop
+            ray.cancel(ref, force=False, recursive=True)
+        except Exception:  # Ray shut down meanwhile
+            return
+
+
+def _cancel_again(refs: list[Any], force: bool) -> None:
+    import ray
+
+    for delay in (0.3, 1.0, 3.0):
+        time.sleep(delay)
+        try:
+            _, pending = ray.wait(refs, num_returns=len(refs), timeout=0, fetch_local=False)
+        except Exception:
+            return
+        if not pending:
+            return
+        _cancel_all(pending, force)
 
 
 def _unwrap_args(args: Sequence[Any], kwargs: dict[str, Any], deps: list[str]

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -38,6 +39,7 @@ class OutputSink:
     def __init__(self) -> None:
         self.records: list[tuple] = []
         self.dropped = 0
+        self.pushed = 0  # records ever pushed (delivered or dropped)
         self.closed = False
         self.arrived: asyncio.Event | None = None
 
@@ -47,6 +49,7 @@ class OutputSink:
         return self.arrived
 
     async def push(self, records: list[tuple]) -> None:
+        self.pushed += len(records)
         self.records.extend(records)
         extra = len(self.records) - MAX_BUFFERED
         if extra > 0:
@@ -66,6 +69,9 @@ class OutputSink:
         dropped, self.dropped = self.dropped, 0
         return records, dropped, self.closed
 
+    async def count(self) -> int:
+        return self.pushed
+
     async def close(self) -> None:
         self.closed = True
         self._event().set()
@@ -78,6 +84,8 @@ class OutputPump:
         self.sink = sink
         self.on_records = on_records
         self._stop = False
+        self._delivered = 0
+        self._progress = threading.Condition()
         self._thread = threading.Thread(target=self._run, name="nbdist-ray-output",
                                         daemon=True)
 
@@ -100,8 +108,29 @@ class OutputPump:
                     self.on_records(records, dropped)
                 except Exception:
                     log.exception("nbdist: handling remote output failed")
+                with self._progress:
+                    self._delivered += len(records) + dropped
+                    self._progress.notify_all()
             if closed:
                 return
+
+    def sync(self, timeout: float = 2.0) -> None:
+        """Return once every record the sink had when called has been handed on (workers
+        push a call's output before the call returns, so after a `get` this puts the output
+        of the tasks it waited for in front of whatever the caller does next)."""
+        import ray
+
+        deadline = time.monotonic() + timeout
+        try:
+            target = ray.get(self.sink.count.remote(), timeout=timeout)
+        except Exception:
+            return
+        with self._progress:
+            while self._delivered < target and not self._stop:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self._progress.wait(left)
 
     def stop(self, timeout: float = 5.0) -> None:
         """Close the sink (ending the pending pull) and wait for the last records."""

@@ -127,7 +127,9 @@ class StatePoller:
         failed = ts.get(status.Value("FAILED"))
         if not running and finished:
             running = finished  # it ran between two of the worker's reports
-        if running and key not in self._started:
+        # Ray's reports can name the running state before the worker's pid: wait for the pid
+        # (or the end) so the panel places the task on its worker.
+        if running and key not in self._started and (pid or finished or failed):
             self._started.add(key)
             if attempt > 0:
                 self.publish(ev.TaskRetried(running / 1e9, task_hex, name, attempt,
