@@ -6,11 +6,11 @@ holds or a deadline passes, and fails with the caller's description of what neve
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+from polling import poll
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -20,20 +20,6 @@ def pytest_configure(config: pytest.Config) -> None:
         "/dev/shm object files, argument names in serialization errors); deselect with "
         "-m 'not nbdist_only' when running the suite against Ray for comparison",
     )
-
-
-def poll(
-    predicate: Callable[[], Any], *, timeout: float = 10.0, interval: float = 0.02, what: str = ""
-) -> Any:
-    """Return the first truthy value of ``predicate()``; fail the test after ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for: {what or predicate!r}")
-        time.sleep(interval)
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from jupyter_client import KernelManager
+from polling import poll
 
 START_TIMEOUT = 60
 
@@ -88,14 +89,7 @@ class KernelSession:
                       timeout, f"kernel idle after {msg_id}")
 
     def wait_for(self, predicate: Any, timeout: float, what: str) -> Any:
-        deadline = time.monotonic() + timeout
-        while True:
-            value = predicate()
-            if value:
-                return value
-            if time.monotonic() > deadline:
-                pytest.fail(f"timed out after {timeout} s waiting for: {what}")
-            time.sleep(0.02)
+        return poll(predicate, timeout=timeout, what=what)
 
     def close(self) -> None:
         self._stop.set()

@@ -26,6 +26,7 @@ import nbformat
 import pytest
 from jupyter_client import KernelManager
 from nbclient import NotebookClient
+from polling import poll
 
 from nbdist.ray_backend.guard import session_pids
 
@@ -128,14 +129,7 @@ class Kernel:
         return self.text(msg_id)
 
     def wait_for(self, predicate: Any, timeout: float, what: str) -> Any:
-        deadline = time.monotonic() + timeout
-        while True:
-            value = predicate()
-            if value:
-                return value
-            if time.monotonic() > deadline:
-                pytest.fail(f"timed out after {timeout} s waiting for: {what}")
-            time.sleep(0.05)
+        return poll(predicate, timeout=timeout, interval=0.05, what=what)
 
     def close(self) -> None:
         self.client.stop_channels()
