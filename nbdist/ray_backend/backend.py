@@ -342,7 +342,12 @@ class RayBackend:
     def cancel(self, ref: ObjectRef, force: bool, recursive: bool) -> None:
         import ray
 
-        ray.cancel(_raw_refs([ref])[0], force=force, recursive=recursive)
+        raw = _raw_refs([ref])[0]
+        ray.cancel(raw, force=force, recursive=recursive)
+        # A cancel that reaches Ray while it hands the task to a worker can be lost: ask
+        # again, a few times, while the task is not done (cancelling twice is harmless).
+        threading.Thread(target=_cancel_again, args=([raw], force, recursive), daemon=True,
+                         name="nbdist-ray-cancel").start()
 
     def cancel_submitted(self, tag: str, force: bool) -> int:
         """Cancel the unfinished tasks the driver submitted under ``tag`` (their nested tasks
@@ -359,9 +364,8 @@ class RayBackend:
         _, running = ray.wait(refs, num_returns=len(refs), timeout=0, fetch_local=False)
         _cancel_all(running, force)
         if running:
-            # A cancel that reaches Ray while it hands the task to a worker can be lost: ask
-            # again, a few times, for those still not done (cancelling twice is harmless).
-            threading.Thread(target=_cancel_again, args=(running, force), daemon=True,
+            # A cancel can be lost the same way as in `cancel`: ask again while not done.
+            threading.Thread(target=_cancel_again, args=(running, force, True), daemon=True,
                              name="nbdist-ray-cancel").start()
         return len(running)
 
@@ -465,19 +469,19 @@ class RayRuntimeContext(ContextNames):
 # ---------------------------------------------------------------------- helpers
 
 
-def _cancel_all(refs: list[Any], force: bool) -> None:
+def _cancel_all(refs: list[Any], force: bool, recursive: bool = True) -> None:
     import ray
 
     for ref in refs:
         try:
-            ray.cancel(ref, force=force, recursive=True)
+            ray.cancel(ref, force=force, recursive=recursive)
         except ValueError:  # Ray cannot force-cancel an actor call; ask it to stop
-            ray.cancel(ref, force=False, recursive=True)
+            ray.cancel(ref, force=False, recursive=recursive)
         except Exception:  # Ray shut down meanwhile
             return
 
 
-def _cancel_again(refs: list[Any], force: bool) -> None:
+def _cancel_again(refs: list[Any], force: bool, recursive: bool) -> None:
     import ray
 
     for delay in (0.3, 1.0, 3.0):
@@ -488,7 +492,7 @@ def _cancel_again(refs: list[Any], force: bool) -> None:
             return
         if not pending:
             return
-        _cancel_all(pending, force)
+        _cancel_all(pending, force, recursive)
 
 
 def _unwrap_args(args: Sequence[Any], kwargs: dict[str, Any], deps: list[str]

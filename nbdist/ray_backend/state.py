@@ -31,6 +31,7 @@ import importlib
 import logging
 import re
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -39,6 +40,7 @@ from .. import events as ev
 log = logging.getLogger(__name__)
 
 POLL_INTERVAL_S = 1.0
+PID_GRACE_S = 5.0  # how long an ended task waits for its worker's own report (node, pid)
 MAX_ENDED = 200_000
 _TASK_ERROR_RE = re.compile(r"(\w+) in task '")
 
@@ -57,6 +59,7 @@ class StatePoller:
         self._ended: collections.OrderedDict[str, None] = collections.OrderedDict()
         self._workers: set[tuple[str, int]] = set()
         self._failed: set[str] = set()
+        self._no_pid_since: dict[str, float] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="nbdist-ray-state",
                                         daemon=True)
@@ -125,6 +128,14 @@ class StatePoller:
         running = ts.get(status.Value("RUNNING"))
         finished = ts.get(status.Value("FINISHED"))
         failed = ts.get(status.Value("FAILED"))
+        if (finished or failed) and not pid and (running or finished):
+            # The caller's report of the end can reach the table before the executing
+            # worker's report of the run (each process reports about once a second): give
+            # the worker's report a few polls, so the task is placed on its worker.
+            since = self._no_pid_since.setdefault(task_hex, time.monotonic())
+            if time.monotonic() - since < PID_GRACE_S:
+                return
+        self._no_pid_since.pop(task_hex, None)
         if not running and finished:
             running = finished  # it ran between two of the worker's reports
         # Ray's reports can name the running state before the worker's pid: wait for the pid
