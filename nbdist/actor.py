@@ -181,8 +181,6 @@ class ActorHandle:
         client = runtime._client
         if client is not None:
             client._hold(actor_id, _add)
-        for name, (nret, _) in methods.items():
-            self.__dict__[name] = ActorMethod(self, name, nret)
 
     def __del__(self) -> None:
         client = runtime._client
@@ -190,9 +188,23 @@ class ActorHandle:
             client._release(self._actor_id)
 
     def __getattr__(self, name: str) -> Any:
+        # Method objects are made on each access, not kept on the handle: a handle that
+        # referred to them (and they to it) would outlive its last user until the cycle
+        # collector ran, and so would the actor.
+        methods = self.__dict__.get("_methods")
+        if methods is not None and name in methods:
+            return self._method(name, methods[name][0])
+        if methods is None:
+            raise AttributeError(name)
         raise AttributeError(
             f"Actor {self._class_name!r} has no method {name!r}. Methods: "
             f"{', '.join(sorted(self._methods)) or '(none)'}.")
+
+    def _method(self, name: str, nret: int) -> Any:
+        return ActorMethod(self, name, nret)
+
+    def __dir__(self) -> list[str]:  # tab completion shows the actor's methods
+        return sorted({*super().__dir__(), *self._methods})
 
     def __reduce__(self) -> Any:
         # Recorded like a ref: a task carrying the handle keeps the actor alive until it ends,

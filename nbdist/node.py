@@ -295,6 +295,8 @@ class NodeDaemon:
             st.cancel(msg[1], msg[2])
         elif op == P.KILL_ACTOR:
             st.kill_actor(msg[1], msg[2])
+        elif op == P.ACTOR_EVENT:
+            st.hosted_actor_event(index, msg[1], msg[2], msg[3])
         elif op == P.RELAY:
             target = st.jobs.get(msg[1])
             if target is not None:

@@ -74,6 +74,8 @@ VALUE = 73  # (VALUE, val)        a fetched object
 RELAY = 74  # (RELAY, job, msg)   deliver msg (LOG, EVENT) to the job's driver on your node
 NODE_REFS = 75  # (NODE_REFS, ops)  the sender's holds on objects the receiver owns
 NODE_STARTED = 76  # (NODE_STARTED, task_ids, t)  forwarded tasks began running
+ACTOR_EVENT = 77  # (ACTOR_EVENT, actor_id, what, reason)  an actor hosted for the receiver
+#   restarted in its process ("restarted") or is gone ("dead")
 
 # Every id carries the index of the node whose process made it (its owner) in these bits.
 OWNER_SHIFT = 60

@@ -132,7 +132,7 @@ class Obj:
 class Actor:
     __slots__ = ("id", "spec", "state", "worker", "queue", "inflight", "restarts_left",
                  "count", "detached", "killed", "init_error", "name", "namespace", "held",
-                 "gpus", "job", "restarts", "remote")
+                 "gpus", "job", "restarts", "remote", "host_for")
 
     def __init__(self, spec: tuple, job: int) -> None:
         extra = spec[P.S_EXTRA] or {}
@@ -153,7 +153,10 @@ class Actor:
         self.held: tuple[tuple[str, float], ...] = ()
         self.gpus: list[int] = []
         self.job = job
-        self.remote = 0  # for a stand-in of an actor owned by another node: that node
+        # The node whose process runs it, when that is another node: for the owner's record
+        # of an actor placed there, and for a stand-in (routes calls to the actor's owner).
+        self.remote = 0
+        self.host_for = 0  # runs here for its owner, node `host_for`
 
     @classmethod
     def stand_in(cls, actor_id: int, index: int) -> Actor:
@@ -174,6 +177,7 @@ class Actor:
         actor.gpus = []
         actor.job = 0
         actor.remote = index
+        actor.host_for = 0
         return actor
 
 
@@ -488,6 +492,8 @@ class NodeState:
         actor_id = spec[P.S_ACTOR]
         if actor_id and spec[P.S_METHOD] == P.ACTOR_INIT:
             actor = Actor(spec, job)
+            if forwarded and client.kind == P.KIND_NODE:
+                actor.host_for = client.node_index
             self.actors[actor_id] = actor
             # The creating process holds the actor through its handle.
             actor.count += 1
@@ -526,13 +532,18 @@ class NodeState:
                 self._finish_error(task, obj.blob)
                 return
         shape = task.shape if not task.spec[P.S_ACTOR] else (task.spec[P.S_RESOURCES] or ())
-        if task.spec[P.S_METHOD] is None and not self._feasible(shape) and not task.no_forward:
+        method = task.spec[P.S_METHOD]
+        if method in (None, P.ACTOR_INIT) and not self._feasible(shape) and not task.no_forward:
             index = self._remote_for(shape, need_free=False)
             if index:
-                self._forward(task, index)
+                self.parked.pop(task.id, None)
+                if method is None:
+                    self._forward(task, index)
+                else:
+                    self._host_actor(self.actors[task.spec[P.S_ACTOR]], task, index)
                 return
-        if task.spec[P.S_METHOD] in (None, P.ACTOR_INIT) and not self._feasible(shape):
-            if self.infeasible_wait > 0 and not task.no_forward and task.spec[P.S_METHOD] is None:
+        if method in (None, P.ACTOR_INIT) and not self._feasible(shape):
+            if self.infeasible_wait > 0 and not task.no_forward:
                 # Nodes can join this cluster: wait a little for one that has it.
                 self.parked.setdefault(task.id, time.monotonic() + self.infeasible_wait)
                 return
@@ -564,6 +575,9 @@ class NodeState:
             f"{task.spec[P.S_NAME]!r} needs {{{need}}} but {where} {{{have}}}. Ask for fewer "
             "resources, or start the cluster with more (init(num_cpus=..., num_gpus=..., "
             "resources={...}), or a node with them: nbdist start --address ...).")))
+        actor = self.actors.get(task.spec[P.S_ACTOR]) if task.spec[P.S_ACTOR] else None
+        if actor is not None and task.spec[P.S_METHOD] == P.ACTOR_INIT:
+            self._actor_gone(actor, "no node can place it", no_restart=True)
 
     def expire_parked(self, now: float) -> None:
         """Fail the tasks no node could take within the wait."""
@@ -613,7 +627,13 @@ class NodeState:
             actor = self.pending_actors[0]
             shape = actor.spec[P.S_RESOURCES] or ()
             if not self._fits(shape):
-                break
+                index = self._remote_for(shape, need_free=True) if self.remote and shape else 0
+                if not index:
+                    break
+                self.pending_actors.popleft()
+                init = self._init_task(actor)
+                self._host_actor(actor, init, index)
+                continue
             worker = self.io.spawn_worker()
             if worker is None:
                 break
@@ -875,6 +895,9 @@ class NodeState:
         err = system_error_blob(TaskCancelledError(
             f"Task {task.spec[P.S_NAME]!r} was cancelled."))
         actor_id = task.spec[P.S_ACTOR]
+        if actor_id and task.remote:
+            self.io.to_node(task.remote, (P.CANCEL, oid, force))
+            return
         if actor_id:
             actor = self.actors.get(actor_id)
             if actor is not None and task in actor.queue:
@@ -946,9 +969,16 @@ class NodeState:
         worker.actor = actor
         actor.worker = worker
         actor.state = "pending"
+        init = self._init_task(actor)
+        actor.inflight[init.id] = init
+        init.worker = worker
+        self._exec(worker, init)
+        self._pump(actor)
+
+    def _init_task(self, actor: Actor) -> Task:
+        """The actor's constructor call; on a restart a fresh bookkeeping record of it."""
         init = self.tasks.get(actor.spec[P.S_TASK_ID])
         if init is None:
-            # A restart: run the constructor again under a fresh bookkeeping record.
             init = Task(actor.spec, self.jobs.get(actor.job) or _NullClient)
             init.retries_left = 0
             self.tasks[init.id] = init
@@ -956,10 +986,40 @@ class NodeState:
                 self.incref(dep)
             for inner in actor.spec[P.S_CONTAINED]:
                 self.incref(inner)
-        actor.inflight[init.id] = init
-        init.worker = worker
-        self._exec(worker, init)
+        return init
+
+    def _host_actor(self, actor: Actor, init: Task, index: int) -> None:
+        """Run the actor on node ``index``: its constructor and then its calls go there, in
+        order; this node keeps its record (handles, restarts, name). That node restarts the
+        process itself while restarts remain and reports each restart and the end."""
+        actor.remote = index
+        actor.state = "pending"
+        init.ready = True
+        extra = dict(actor.spec[P.S_EXTRA] or {})
+        extra["max_restarts"] = actor.restarts_left
+        extra["name"] = None  # the name stays registered by this node
+        spec = actor.spec
+        init.spec = (*spec[:P.S_EXTRA], extra, *spec[P.S_EXTRA + 1:])
+        if index in self.remote:
+            avail = self.remote[index]["available"]
+            for name, amount in actor.spec[P.S_RESOURCES] or ():
+                avail[name] = avail.get(name, 0.0) - amount
+        self._forward(init, index)
         self._pump(actor)
+
+    def hosted_actor_event(self, index: int, actor_id: int, what: str, reason: str) -> None:
+        """Node ``index``, which runs one of our actors, restarted its process or lost it."""
+        actor = self.actors.get(actor_id)
+        if actor is None or actor.remote != index or not actor.spec:
+            return
+        if what == "restarted":
+            actor.restarts_left = max(0, actor.restarts_left - 1)
+            actor.restarts += 1
+            self._event(actor.job, "actor_restarted", {"actor_id": actor.id,
+                                                       "restarts": actor.restarts})
+        elif what == "dead":
+            actor.remote = 0  # nothing left to stop there
+            self._actor_gone(actor, reason, no_restart=True)
 
     def _pump(self, actor: Actor) -> None:
         if actor.remote:
@@ -970,6 +1030,8 @@ class NodeState:
                     self._forward(task, actor.remote)
             if not queue and actor.state == "remote":
                 self.actors.pop(actor.id, None)  # made again by the next call
+            elif actor.count <= 0 and not actor.detached and actor.spec:
+                self._maybe_retire(actor)
             return
         if actor.state == "dead":
             err = self._dead_error(actor, actor.id)
@@ -1008,6 +1070,11 @@ class NodeState:
         if no_restart:
             actor.killed = True
             actor.restarts_left = 0
+        if actor.remote:  # runs on another node: that node stops (and maybe restarts) it
+            self.io.to_node(actor.remote, (P.KILL_ACTOR, actor_id, no_restart))
+            if no_restart:
+                self._actor_gone(actor, "it was killed with kill()", no_restart=True)
+            return
         if actor.worker is not None:
             self.io.kill_worker(actor.worker)
         else:
@@ -1045,8 +1112,11 @@ class NodeState:
                 actor.queue.appendleft(task)
             else:
                 self._finish_error(task, system_error_blob(err))
-        self._event(actor.job, "actor_restarted", {"actor_id": actor.id,
-                                                   "restarts": actor.restarts})
+        if actor.host_for:
+            self.io.to_node(actor.host_for, (P.ACTOR_EVENT, actor.id, "restarted", how))
+        else:
+            self._event(actor.job, "actor_restarted", {"actor_id": actor.id,
+                                                       "restarts": actor.restarts})
         self.pending_actors.append(actor)
         self.need_dispatch = True
 
@@ -1063,6 +1133,12 @@ class NodeState:
             actor.held = ()
             actor.gpus = []
             self.io.kill_worker(worker, graceful=graceful)
+        if actor.remote and actor.spec:
+            # Ours, running on another node: let it go there (after its queued calls when
+            # the handles are gone, at once otherwise).
+            msg = ((P.NODE_REFS, [(-1, actor.id)]) if graceful
+                   else (P.KILL_ACTOR, actor.id, True))
+            self.io.to_node(actor.remote, msg)
         if actor.init_error is not None:
             reason = f"{reason}:\n{error_text(actor.init_error).rstrip()}"
         blob = system_error_blob(self._dead_error(actor, actor.id, reason))
@@ -1078,7 +1154,10 @@ class NodeState:
             self._unpin(init)
         if actor.name:
             self.io.to_head("unregister_name", (actor.namespace, actor.name, actor.id))
-        self._event(actor.job, "actor_died", {"actor_id": actor.id, "reason": reason})
+        if actor.host_for:
+            self.io.to_node(actor.host_for, (P.ACTOR_EVENT, actor.id, "dead", reason))
+        else:
+            self._event(actor.job, "actor_died", {"actor_id": actor.id, "reason": reason})
         self._dead_reasons[actor.id] = reason
         if actor.count <= 0:
             self.actors.pop(actor.id, None)
@@ -1166,6 +1245,16 @@ class NodeState:
             for inner in loc[3] if len(loc) > 3 else ():
                 if inner >> P.OWNER_SHIFT == index:
                     self.borrowed[inner] = index  # that node holds it until we let go
+        if task.spec[P.S_METHOD] == P.ACTOR_INIT:
+            actor = self.actors.get(task.spec[P.S_ACTOR])
+            if actor is not None and actor.remote == index and actor.state != "dead":
+                if ok:
+                    actor.state = "alive"
+                    self._pump(actor)
+                else:
+                    actor.init_error = locs[0][1] if locs else None
+                    actor.remote = 0  # its node dropped it already
+                    self._actor_gone(actor, "its constructor raised", no_restart=True)
         if ok:
             self._finish(task, locs, t0, t1, pid)
             return
@@ -1179,6 +1268,18 @@ class NodeState:
         what we were fetching from it is lost."""
         self.remote.pop(index, None)
         self.lost_nodes.add(index)
+        restarting: dict[int, Actor] = {}
+        lost_calls: dict[int, list[Task]] = {}
+        for actor in [a for a in self.actors.values() if a.remote == index and a.spec]:
+            # Ours, placed there: restart it elsewhere while restarts remain.
+            actor.remote = 0
+            if actor.killed or actor.restarts_left <= 0 or actor.state == "dead":
+                self._actor_gone(actor, f"its node ({index}) was lost", no_restart=True)
+                continue
+            actor.restarts_left -= 1
+            actor.restarts += 1
+            actor.state = "restarting"
+            restarting[actor.id] = actor
         for actor in [a for a in self.actors.values() if a.remote == index]:
             actor.state = "dead"
             self._dead_reasons[actor.id] = f"its node ({index}) was lost"
@@ -1190,6 +1291,10 @@ class NodeState:
         for task in [t for t in self.tasks.values() if t.remote == index and not t.finished]:
             task.remote = 0
             name = task.spec[P.S_NAME]
+            if task.spec[P.S_ACTOR] in restarting:
+                if task.spec[P.S_METHOD] != P.ACTOR_INIT:
+                    lost_calls.setdefault(task.spec[P.S_ACTOR], []).append(task)
+                continue
             if task.spec[P.S_ACTOR]:
                 actor_id = task.spec[P.S_ACTOR]
                 self._finish_error(task, system_error_blob(ActorDiedError(
@@ -1208,6 +1313,27 @@ class NodeState:
                 self._store(oid, obj, (oid, system_error_blob(err), 0), ())
         for oid in [o for o, owner in self.borrowed.items() if owner == index]:
             del self.borrowed[oid]
+        for actor in restarting.values():
+            self._restart_elsewhere(actor, lost_calls.get(actor.id, []), index)
+
+    def _restart_elsewhere(self, actor: Actor, lost: list[Task], index: int) -> None:
+        """Our actor's node ``index`` was lost: the calls it was running run again after the
+        restart while ``max_task_retries`` allows, and the actor is placed anew."""
+        retries = (actor.spec[P.S_EXTRA] or {}).get("max_task_retries", 0)
+        err = ActorDiedError(
+            f"The actor {actor.id:x} died while running this call (its node ({index}) was "
+            "lost); it is restarting. Set max_task_retries to retry calls.", f"{actor.id:x}")
+        for task in sorted(lost, key=lambda t: t.id, reverse=True):
+            if retries == -1 or task.attempt <= retries:
+                task.worker = None
+                actor.queue.appendleft(task)
+            else:
+                self._finish_error(task, system_error_blob(err))
+        self._event(actor.job, "actor_restarted", {"actor_id": actor.id,
+                                                   "restarts": actor.restarts})
+        init = self._init_task(actor)
+        init.remote = 0
+        self._deps_ready(init)
 
     def _fetch_if_foreign(self, oid: int) -> None:
         owner = oid >> P.OWNER_SHIFT
@@ -1293,7 +1419,8 @@ class NodeState:
             "spilled": self.spilled_used,
             "spills": self.spill_count,
             "restores": self.restore_count,
-            "actors": sum(1 for a in self.actors.values() if a.state != "dead"),
+            "actors": sum(1 for a in self.actors.values()
+                          if a.state != "dead" and not a.remote),
         }
 
 

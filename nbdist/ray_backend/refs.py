@@ -108,8 +108,9 @@ class RayActorHandle(ActorHandle):
         self._class_name = class_name
         self._methods = methods
         self._calls: dict[tuple[int, str], Any] = {}
-        for name, (nret, _) in methods.items():
-            self.__dict__[name] = RayActorMethod(self, name, nret)
+
+    def _method(self, name: str, nret: int) -> Any:
+        return RayActorMethod(self, name, nret)
 
     def __del__(self) -> None:
         return None

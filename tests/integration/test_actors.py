@@ -198,6 +198,23 @@ def test_named_actor_dies_with_its_last_handle(wait_until) -> None:
     wait_until(lambda: _gone(name), timeout=30, what=f"non-detached actor {name} to go away")
 
 
+def test_an_actor_goes_with_its_last_handle_without_the_cycle_collector(wait_until) -> None:
+    # A handle must not sit in a reference cycle: the actor ends when the last handle is
+    # dropped, not whenever Python's cycle collector happens to run.
+    name = f"plain-{uuid.uuid4().hex}"
+    gc.disable()
+    try:
+        counter = Counter.options(name=name).remote()
+        method = counter.increment
+        assert nbdist.get(method.remote()) == 1
+        del counter
+        assert nbdist.get(method.remote()) == 2  # a method object keeps its handle
+        del method
+        wait_until(lambda: _gone(name), timeout=30, what=f"actor {name} to go away")
+    finally:
+        gc.enable()
+
+
 def test_detached_actor_outlives_its_handle_until_killed(wait_until) -> None:
     name = f"detached-{uuid.uuid4().hex}"
     counter = Counter.options(name=name, lifetime="detached").remote()
