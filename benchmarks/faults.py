@@ -6,6 +6,8 @@ Each round injects, on real processes:
   worker   SIGKILL the worker running a task; time from the kill to the retried task's result.
   node     SIGKILL a joined node daemon running a task forwarded to it; time from the kill to
            the result of the same task run again on the head's node.
+  actor    SIGKILL the node daemon hosting an actor (max_restarts=1) while a call runs there;
+           time from the kill to that call's result from the actor restarted on another node.
   driver   SIGKILL a driver (a script that started a local cluster); time until every process
            of its cluster has exited and its shared-memory files are gone.
 and prints one line per fault with the time taken, or the failure.
@@ -98,6 +100,48 @@ def node_kill() -> float:
             subprocess.run([NBDIST, "stop"], env=env, capture_output=True, timeout=60)
 
 
+def actor_node_kill() -> float:
+    with tempfile.TemporaryDirectory() as state:
+        env = dict(os.environ, NBDIST_STATE_DIR=state)
+        run = lambda *a: subprocess.run([NBDIST, *a], env=env, check=True,  # noqa: E731
+                                        capture_output=True, text=True, timeout=60)
+        try:
+            run("start", "--head", "--port", "0", "--num-cpus", "1")
+            address = json.loads(run("status", "--json").stdout)["address"]
+            for _ in range(2):
+                run("start", "--address", address, "--num-cpus", "1", "--resources",
+                    '{"spot": 1}')
+            pids = {n["node_id"]: n["pid"]
+                    for n in json.loads(run("status", "--json").stdout)["nodes"]}
+            script = textwrap.dedent(f"""
+                import os, signal, time, nbdist
+                nbdist.init(address={address!r})
+                @nbdist.remote(resources={{"spot": 1}}, max_restarts=1, max_task_retries=1)
+                class Service:
+                    def node(self):
+                        return nbdist.get_runtime_context().get_node_id()
+                    def slow(self):
+                        time.sleep(1.0)
+                        return self.node()
+                service = Service.remote()
+                first = nbdist.get(service.node.remote())
+                ref = service.slow.remote()
+                time.sleep(0.5)
+                t0 = time.perf_counter()
+                os.kill({pids!r}[first], signal.SIGKILL)
+                assert nbdist.get(ref, timeout=60) != first
+                print("RECOVERED", time.perf_counter() - t0 - 1.0)
+            """)
+            out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                                 text=True, timeout=90)
+            if out.returncode:
+                raise RuntimeError(out.stderr[-2000:])
+            line = [ln for ln in out.stdout.splitlines() if ln.startswith("RECOVERED")][0]
+            return float(line.split()[1])
+        finally:
+            subprocess.run([NBDIST, "stop"], env=env, capture_output=True, timeout=60)
+
+
 def driver_kill() -> float:
     script = textwrap.dedent("""
         import os, sys, time, nbdist
@@ -142,7 +186,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     print(f"{os.cpu_count()} cores")
-    for name, fn in (("worker", worker_kill), ("node", node_kill), ("driver", driver_kill)):
+    for name, fn in (("worker", worker_kill), ("node", node_kill), ("actor", actor_node_kill),
+                     ("driver", driver_kill)):
         times = []
         for _ in range(args.rounds):
             try:

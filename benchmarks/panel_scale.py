@@ -2,7 +2,7 @@
 the view is behind the kernel. Browser-side timings, taken in a real JupyterLab in Debian's
 headless Chromium (the same set-up as tests/browser).
 
-    python benchmarks/panel_scale.py [--tasks 100000] [--cpus 2]
+    python benchmarks/panel_scale.py [--tasks 100000] [--cpus 2] [--profile FILE]
 
 What runs: a notebook cell submits a three-stage DAG (``inc`` -> ``double`` -> ``pair``, 40% /
 40% / 20% of the tasks) and ``get``s every result. Meanwhile, in the page:
@@ -21,7 +21,10 @@ What runs: a notebook cell submits a three-stage DAG (``inc`` -> ``double`` -> `
   panel shows every task finished is the view's delay at the end of the run.
 
 Prints one JSON object with the figures, the machine's core count and its load average (other
-processes on a 2-core machine take frames away from the browser).
+processes on a 2-core machine take frames away from the browser), and the page's long tasks
+(over 100 ms) during the run. ``--profile FILE`` also samples the page's JavaScript during the
+run (Chrome's CPU profiler: load FILE in the browser's Performance tab) and adds the functions
+with the most self time to the output.
 """
 
 from __future__ import annotations
@@ -81,6 +84,12 @@ INSTRUMENT = """() => {
             b.received.push([Date.now() / 1000, Date.now() / 1000 - msg.content.data.time]);
         }
     });
+    b.longtasks = [];
+    new PerformanceObserver((list) => {
+        for (const e of list.getEntries()) {
+            b.longtasks.push([(performance.timeOrigin + e.startTime) / 1000, e.duration]);
+        }
+    }).observe({type: 'longtask'});
     new MutationObserver(() => {
         const t = Number(panel.dataset.renderedTime);
         if (t > 0) { b.lags.push([Date.now() / 1000, Date.now() / 1000 - t]); }
@@ -92,7 +101,7 @@ STOP = """() => {
     b.running = false;
     const canvas = document.querySelector('#nbdist-panel .nbdist-graph-canvas');
     canvas.dispatchEvent(new PointerEvent('pointerup', {bubbles: true, pointerId: 1}));
-    return {frames: b.frames, lags: b.lags, received: b.received};
+    return {frames: b.frames, lags: b.lags, received: b.received, longtasks: b.longtasks};
 }"""
 
 ALL_FINISHED = """(n) => {
@@ -167,6 +176,23 @@ def lag_stats(lags: list[list[float]], window: tuple[float, float]) -> dict[str,
     }
 
 
+def top_functions(profile: dict[str, Any], n: int = 15) -> list[list[Any]]:
+    """The ``n`` functions with the most self time in a CPU profile: [ms, name, url:line]."""
+    nodes = {node["id"]: node for node in profile["nodes"]}
+    self_us: dict[int, float] = {}
+    samples, deltas = profile.get("samples", []), profile.get("timeDeltas", [])
+    for sample, delta in zip(samples, deltas, strict=False):
+        self_us[sample] = self_us.get(sample, 0.0) + delta
+    by_fn: dict[tuple[str, str], float] = {}
+    for node_id, us in self_us.items():
+        frame = nodes[node_id]["callFrame"]
+        key = (frame["functionName"] or "(anonymous)",
+               f"{frame['url'].rsplit('/', 1)[-1]}:{frame['lineNumber'] + 1}")
+        by_fn[key] = by_fn.get(key, 0.0) + us
+    ranked = sorted(by_fn.items(), key=lambda kv: -kv[1])[:n]
+    return [[round(us / 1000), name, where] for (name, where), us in ranked]
+
+
 def metrics(cdp: Any) -> dict[str, float]:
     """Chromium's cumulative main-thread counters (seconds)."""
     return {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}
@@ -176,6 +202,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=100_000)
     parser.add_argument("--cpus", type=int, default=2)
+    parser.add_argument("--profile", metavar="FILE",
+                        help="write the page's CPU profile during the run (.cpuprofile)")
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
@@ -202,6 +230,10 @@ def main() -> None:
             page.wait_for_timeout(BASELINE_S * 1000)
             idle_to = time.time()
             before = metrics(cdp)
+            if args.profile:
+                cdp.send("Profiler.enable")
+                cdp.send("Profiler.setSamplingInterval", {"interval": 1000})
+                cdp.send("Profiler.start")
             started = time.time()
             nb.run_cell(workload(args.tasks), wait=False)
             nb.wait_run(timeout=900)
@@ -211,6 +243,7 @@ def main() -> None:
             view_done = float(shown.json_value())
             data = page.evaluate(STOP)
             after = metrics(cdp)
+            profile = cdp.send("Profiler.stop")["profile"] if args.profile else None
             nb.screenshot("panel-100k")
             run = (started, float(kernel_done))
             result: dict[str, Any] = {
@@ -231,7 +264,13 @@ def main() -> None:
                 "kernel_run_s": float(kernel_s),
                 "view_caught_up_ms_after_get_returned": round(
                     1000 * (view_done - float(kernel_done))),
+                "long_tasks_over_100ms": [
+                    [round(at - started, 2), round(ms)] for at, ms in data["longtasks"]
+                    if ms > 100 and started <= at <= view_done],
             })
+            if profile is not None:
+                Path(args.profile).write_text(json.dumps(profile))
+                result["top_self_time_ms"] = top_functions(profile)
             print(json.dumps(result, indent=2))
         finally:
             context.close()
