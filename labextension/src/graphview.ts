@@ -28,6 +28,9 @@ const CELL_W = 170;
 const CELL_H = 34;
 const NODE_W = 140;
 const NODE_H = 24;
+/** List items created per frame: a burst of new tasks fills the list over a few frames
+ * instead of holding one frame (and the kernel's next message) for its whole layout. */
+const LIST_ITEMS_PER_FRAME = 400;
 
 export interface GraphCallbacks {
   /** A node was clicked (or the background: undefined). */
@@ -48,6 +51,7 @@ export class GraphView {
   private follow = true;
   private drag: { x: number; y: number; moved: boolean } | null = null;
   private drawnRevision = -1;
+  private listBehind = false;
   private viewMoved = true;
   private stageSize: [number, number] = [0, 0];
   private selected: string | null = null;
@@ -120,8 +124,11 @@ export class GraphView {
   render(): void {
     const revision = this.model.revisions.graph;
     const graphChanged = revision !== this.drawnRevision;
-    if (graphChanged) {
-      this.syncList(this.model.graphNodes());
+    if (graphChanged || this.listBehind) {
+      this.listBehind = this.syncList(this.model.graphNodes());
+      if (this.listBehind) {
+        this.changed();
+      }
     }
     if (!graphChanged && !this.viewMoved && !this.resized()) {
       return;
@@ -269,8 +276,11 @@ export class GraphView {
     }
   }
 
-  private syncList(nodes: GraphNode[]): void {
+  /** Update the list in place; returns true when new items are still to be added. */
+  private syncList(nodes: GraphNode[]): boolean {
     const seen = new Set<string>();
+    let budget = LIST_ITEMS_PER_FRAME;
+    let behind = false;
     for (const node of nodes) {
       if (node.kind === 'object') {
         continue;
@@ -278,23 +288,18 @@ export class GraphView {
       seen.add(node.id);
       let item = this.items.get(node.id);
       if (!item) {
+        if (budget === 0) {
+          behind = true;
+          continue;
+        }
+        budget--;
         item = document.createElement('li');
         item.className = 'nbdist-graph-node';
         item.dataset.nodeId = node.id;
         item.dataset.taskName = node.name;
-        // Keyboard and assistive technology users select tasks here instead of on the canvas.
+        // Keyboard and assistive technology users select tasks here instead of on the canvas
+        // (the list's own listeners serve every item).
         item.tabIndex = 0;
-        const id = node.id;
-        const choose = () => {
-          this.setSelected(id);
-          this.callbacks.select(this.model.graphNode(id));
-        };
-        item.addEventListener('click', choose);
-        item.addEventListener('keydown', event => {
-          if (event.key === 'Enter' || event.key === ' ') {
-            choose();
-          }
-        });
         this.items.set(node.id, item);
         this.list.appendChild(item);
       }
@@ -321,6 +326,16 @@ export class GraphView {
         this.items.delete(id);
       }
     }
+    return behind;
+  }
+
+  private chooseItem(target: EventTarget | null): void {
+    const item = (target as HTMLElement | null)?.closest?.('li.nbdist-graph-node');
+    const id = (item as HTMLElement | null)?.dataset.nodeId;
+    if (id) {
+      this.setSelected(id);
+      this.callbacks.select(this.model.graphNode(id));
+    }
   }
 
   private pick(event: MouseEvent): GraphNode | undefined {
@@ -339,6 +354,12 @@ export class GraphView {
   }
 
   private listen(): void {
+    this.list.addEventListener('click', event => this.chooseItem(event.target));
+    this.list.addEventListener('keydown', event => {
+      if (event.key === 'Enter' || event.key === ' ') {
+        this.chooseItem(event.target);
+      }
+    });
     const canvas = this.canvas;
     canvas.addEventListener('pointerdown', event => {
       this.drag = { x: event.clientX, y: event.clientY, moved: false };
