@@ -103,8 +103,9 @@ def _start(argv: list[str]) -> int:
             import socket
 
             reach = f"{socket.gethostname()}:{address.rsplit(':', 1)[1]}"
-        print("\nTo add a node on another machine:\n"
-              f"    nbdist start --address {reach} --token {session.token}")
+        print("\nTo add a node on another machine (with the address there that this one "
+              "can reach):\n"
+              f"    nbdist start --address {reach} --token {session.token} --host ADDRESS")
         print("On this machine the token is found without --token:\n"
               f"    nbdist start --address {address}")
         print(f"\nTo attach a driver on a machine with a node:\n"

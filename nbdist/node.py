@@ -45,6 +45,12 @@ log = logging.getLogger("nbdist.node")
 # Task-started and object-freed notices go out at most this often (batched); the panel
 # redraws at ~10 Hz, and tasks shorter than this need no separate notice at all.
 NOTICE_S = 0.02
+# Connecting to another node that the head lists alive but that did not answer: first retry
+# after RECONNECT_FIRST_S, then doubling up to RECONNECT_MAX_S; each try waits at most
+# RECONNECT_TIMEOUT_S (it blocks this loop, so it is kept short).
+RECONNECT_FIRST_S = 0.2
+RECONNECT_MAX_S = 5.0
+RECONNECT_TIMEOUT_S = 2.0
 
 
 class NodeDaemon:
@@ -89,6 +95,9 @@ class NodeDaemon:
         self.node_clients: dict[int, Client] = {}
         self.sent_fns: dict[int, set[int]] = {}
         self.lost_nodes: set[int] = set()
+        # Messages for a node the head lists alive but that we could not connect to (yet):
+        # sent in order once a retry connects; dropped when the head says it is gone.
+        self.out_queue: dict[int, list[tuple]] = {}
         self.res_dirty = False
         self.address = ""
         self.local_address = ""
@@ -238,20 +247,53 @@ class NodeDaemon:
     def to_node(self, index: int, msg: tuple) -> None:
         if index in self.lost_nodes:
             return  # gone for good (indexes are never reused)
+        waiting = self.out_queue.get(index)
+        if waiting is not None:
+            waiting.append(msg)
+            return
         peer = self.node_out.get(index)
         if peer is None or peer.closed:
             peer = self._connect_node(index)
             if peer is None:
-                self._node_gone(index)
+                if self._listed_alive(index):
+                    # A refused or unroutable connection is not a dead node: the head, which
+                    # holds a connection to every node, decides that. Try again meanwhile.
+                    self.out_queue[index] = [msg]
+                    self._retry_connect(index, RECONNECT_FIRST_S)
+                else:
+                    self._node_gone(index)
                 return
         self.server.send(peer, msg)
 
+    def _listed_alive(self, index: int) -> bool:
+        info = self.view.get(index)
+        return bool(info and info.get("alive"))
+
+    def _retry_connect(self, index: int, delay: float) -> None:
+        def attempt() -> None:
+            if index in self.lost_nodes or index not in self.out_queue or self.stopping:
+                return
+            if not self._listed_alive(index):
+                self.out_queue.pop(index, None)
+                self._node_gone(index)
+                return
+            peer = self._connect_node(index, timeout=RECONNECT_TIMEOUT_S)
+            if peer is None:
+                self._retry_connect(index, min(delay * 2, RECONNECT_MAX_S))
+                return
+            log.info("nbdist node: reached node %d again", index)
+            for queued in self.out_queue.pop(index):
+                self.server.send(peer, queued)
+
+        self.server.call_later(delay, attempt)
+
     def _node_gone(self, index: int) -> None:
+        self.out_queue.pop(index, None)
         if index not in self.lost_nodes:
             self.lost_nodes.add(index)
             self.state.node_lost(index)
 
-    def _connect_node(self, index: int) -> transport.Peer | None:
+    def _connect_node(self, index: int, timeout: float = 0.0) -> transport.Peer | None:
         info = self.view.get(index)
         if info is None or not info.get("alive"):
             log.warning("nbdist node: node %d is not in the cluster", index)
@@ -260,9 +302,12 @@ class NodeDaemon:
         if address.startswith("tcp:0.0.0.0:"):
             address = "tcp:127.0.0.1:" + address.rsplit(":", 1)[1]
         try:
-            sock = transport.connect(address, self.secret, self.cfg.handshake_timeout_s)
+            sock = transport.connect(address, self.secret,
+                                     timeout or self.cfg.handshake_timeout_s)
         except OSError as exc:
-            log.warning("nbdist node: cannot reach node %d at %s: %s", index, address, exc)
+            if index not in self.out_queue:  # once per outage, not per retry
+                log.warning("nbdist node: cannot reach node %d at %s: %s (trying again while "
+                            "the head lists it)", index, address, exc)
             return None
         peer = self.server.adopt(sock, authed=True)
         peer.info = ("node_out", index)
@@ -510,6 +555,8 @@ class NodeDaemon:
         if msg[0] == P.CLUSTER_VIEW:
             self.view = msg[1]
             self.state.set_cluster_view(msg[1])
+            for index in [i for i in self.out_queue if not self._listed_alive(i)]:
+                self._node_gone(index)
             return
         if msg[0] == P.HEAD_REPLY:
             _, token, ok, result = msg

@@ -756,6 +756,12 @@ class NodeState:
             actor.queue.appendleft(task)
             self._pump(actor)
             return
+        if not task.no_forward and not self._feasible(task.shape):
+            # It ran on another node (now lost) because only that node had its resources:
+            # place it again as a new task would be (another node, a wait, or a clear error).
+            task.ready = False
+            self._deps_ready(task)
+            return
         self.ready.setdefault(task.shape, collections.deque()).appendleft(task)
         self.need_dispatch = True
 

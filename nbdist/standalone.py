@@ -15,6 +15,7 @@ directory. Every connection proves it before anything is unpickled (see `transpo
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
 import os
 import signal
@@ -346,6 +347,44 @@ def start_head(host: str = "127.0.0.1", port: int = DEFAULT_PORT, *,
     return session
 
 
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(socket.gethostbyname(host)).is_loopback
+    except (OSError, ValueError):
+        return False
+
+
+def _check_reachable_host(head: str, host: str) -> None:
+    """A node listening on loopback can serve only nodes on its own machine: refuse to join a
+    head on another machine that way (the other nodes could not reach it), and say which
+    ``--host`` would work."""
+    if not head.startswith("tcp:") or not _is_loopback(host):
+        return
+    head_host, port = head[4:].rsplit(":", 1)
+    try:
+        head_ip = socket.gethostbyname(head_host)
+    except OSError:
+        return
+    if ipaddress.ip_address(head_ip).is_loopback:
+        return
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.bind((head_ip, 0))
+            return  # the head's address is one of this machine's: loopback reaches it
+        except OSError:
+            pass
+        try:
+            probe.connect((head_ip, int(port)))
+            mine = probe.getsockname()[0]
+        except OSError:
+            mine = "ADDRESS"
+    raise ClusterError(
+        f"The head at {display_address(head)} is on another machine, and this node would "
+        f"listen on {host} only, which the cluster's other nodes cannot reach. Start it with "
+        f"the address of this machine that they can reach, e.g.:\n"
+        f"    nbdist start --address {display_address(head)} --host {mine} ...")
+
+
 def start_node(address: str, *, token: str | None = None, host: str = "127.0.0.1",
                num_cpus: float | None = None, num_gpus: float | None = None,
                resources: dict[str, float] | None = None,
@@ -358,6 +397,7 @@ def start_node(address: str, *, token: str | None = None, host: str = "127.0.0.1
     tls = use_tls(address, tls)
     secret = find_token(address, token)
     index = int(head_request(head, secret, "alloc_node_index"))  # proves the token first
+    _check_reachable_host(head, host)
     cfg = config_mod.load({"object_store_memory": object_store_memory, **_tls_config(tls)})
     session_dir = state_dir() / f"node-{os.getpid()}-{int(time.time() * 1000)}"
     session_dir.mkdir(mode=0o700)

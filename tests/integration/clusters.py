@@ -64,5 +64,6 @@ def start_head(cli: Cli, *args: str) -> str:
     address = cli.status()["address"]
     # The exact join command (with this machine's name when listening on all addresses).
     port = address.rsplit(":", 1)[1]
-    assert re.search(rf"nbdist start --address \S+:{port} --token [0-9a-f]{{64}}\n", out), out
+    assert re.search(rf"nbdist start --address \S+:{port} --token [0-9a-f]{{64}}"
+                     rf"( --host ADDRESS)?\n", out), out
     return address

@@ -239,3 +239,35 @@ def test_tasks_on_another_node_call_an_actor_through_its_handle(cli: Cli) -> Non
     """)
     assert driver.returncode == 0, driver.stderr + driver.stdout
     assert "OK" in driver.stdout
+
+
+def test_a_task_only_a_lost_node_could_run_fails_instead_of_waiting(cli: Cli,
+                                                                    tmp_path) -> None:
+    address = start_head(cli, "--num-cpus", "1")
+    cli.run("start", "--address", address, "--num-cpus", "1", "--resources", '{"omega": 1}')
+    other = cli.status()["nodes"][1]["pid"]
+    marker = str(tmp_path / "started")
+    driver = cli.python(f"""
+        import os, signal, time
+        import nbdist
+
+        nbdist.init(address={address!r})
+
+        @nbdist.remote(resources={{"omega": 1}})
+        def only_there():
+            open({marker!r}, "w").close()
+            time.sleep(60)
+
+        ref = only_there.remote()
+        deadline = time.monotonic() + 60
+        while not os.path.exists({marker!r}):
+            assert time.monotonic() < deadline, "the task did not start"
+            time.sleep(0.02)
+        os.kill({other}, signal.SIGKILL)
+        try:
+            nbdist.get(ref, timeout=40)
+        except ValueError as exc:  # after the wait for a node with omega to join
+            print("failed:", exc)
+    """)
+    assert driver.returncode == 0, driver.stderr + driver.stdout
+    assert "failed: 'only_there' needs {CPU: 1, omega: 1}" in driver.stdout, driver.stdout
