@@ -22,16 +22,27 @@ lab: $(STAMP)
 
 # The JupyterLab panel (labextension/, TypeScript): npm installs from the lock file; the build
 # writes nbdist/labextension, which is kept in the repository so that installing nbdist needs no
-# Node.js (the build is deterministic: unchanged sources give unchanged files); pip then copies
-# it into the venv's share/jupyter/labextensions.
+# Node.js; pip then copies it into the venv's share/jupyter/labextensions. The build runs only
+# when the panel's sources differ from those the kept build was made from (their digest is in
+# labextension/build.sha256): module ids depend on the checkout's path, so rebuilding unchanged
+# sources elsewhere would rename files for nothing.
 NODE_DEPS := labextension/node_modules/.package-lock.json
+LABEXT_DIGEST = $(shell find labextension/src labextension/style -type f | LC_ALL=C sort | \
+	xargs sha256sum labextension/package.json labextension/package-lock.json \
+	labextension/tsconfig.json | sha256sum | cut -c1-64)
 
 $(NODE_DEPS): labextension/package-lock.json
 	cd labextension && npm ci --no-audit --no-fund
 	touch $(NODE_DEPS)
 
-labextension: $(STAMP) $(NODE_DEPS)
-	cd labextension && PATH="$(abspath $(BIN)):$$PATH" npm run build:prod
+labextension: $(STAMP)
+	@if [ "$$(cat labextension/build.sha256 2>/dev/null)" = "$(LABEXT_DIGEST)" ]; then \
+		echo "nbdist/labextension is up to date with labextension/ (build.sha256)"; \
+	else \
+		$(MAKE) $(NODE_DEPS) && \
+		(cd labextension && PATH="$(abspath $(BIN)):$$PATH" npm run build:prod) && \
+		echo "$(LABEXT_DIGEST)" > labextension/build.sha256; \
+	fi
 	$(BIN)/python -m pip install --quiet --no-deps -e .
 
 ts-test: $(NODE_DEPS)
