@@ -37,8 +37,11 @@ class LocalCluster:
                  resources: dict[str, float]) -> None:
         self.cfg = cfg
         self.secret = os.urandom(32)
-        self.session_dir = tempfile.mkdtemp(prefix="nbdist-session-")
+        lifetime.sweep_stale_sessions(tempfile.gettempdir())
+        self.session_dir = tempfile.mkdtemp(prefix=lifetime.SESSION_PREFIX)
         os.chmod(self.session_dir, 0o700)
+        with open(os.path.join(self.session_dir, lifetime.OWNER_FILE), "w") as f:
+            f.write(str(os.getpid()))
         self.head_address = f"unix:{self.session_dir}/head.sock"
         self.node_address = f"unix:{self.session_dir}/node.sock"
         self.procs: list[subprocess.Popen[bytes]] = []

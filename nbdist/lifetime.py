@@ -20,6 +20,7 @@ import ctypes.util
 import os
 import signal
 import sys
+import time
 
 PR_SET_PDEATHSIG = 1
 
@@ -95,6 +96,44 @@ def boot_id() -> str:
         import socket
 
         return socket.gethostname()
+
+
+SESSION_PREFIX = "nbdist-session-"
+OWNER_FILE = "driver.pid"
+
+
+def sweep_stale_sessions(parent: str, *, orphan_age_s: float = 3600.0) -> int:
+    """Remove the folders of private clusters (``nbdist-session-*``, this user's) whose driver
+    no longer runs: its daemons are gone with it, but a driver killed with SIGKILL cannot
+    remove the folder itself. A folder without an owner file is removed once it is
+    ``orphan_age_s`` old. Returns how many were removed."""
+    import shutil
+
+    removed = 0
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return 0
+    uid = os.getuid()
+    now = time.time()
+    for name in names:
+        if not name.startswith(SESSION_PREFIX):
+            continue
+        path = os.path.join(parent, name)
+        try:
+            st = os.stat(path)
+            if st.st_uid != uid:
+                continue
+            with open(os.path.join(path, OWNER_FILE)) as f:
+                stale = not pid_alive(int(f.read().strip() or 0))
+        except FileNotFoundError:
+            stale = now - st.st_mtime > orphan_age_s
+        except (OSError, ValueError):
+            continue
+        if stale:
+            shutil.rmtree(path, ignore_errors=True)
+            removed += 1
+    return removed
 
 
 def sweep_stale_spill(parent: str) -> int:

@@ -324,6 +324,10 @@ class NodeState:
             self.io.to_node(owner, (P.NODE_REFS, [(-1, oid)]))
 
     def _free(self, oid: int, obj: Obj) -> None:
+        if self.objects.get(oid) is not obj:
+            # Freed already: storing a value can end the tasks waiting for it (an error
+            # result), and their ending can drop its last reference before the store returns.
+            return
         del self.objects[oid]
         if self.borrowed:
             self._unborrow(oid)

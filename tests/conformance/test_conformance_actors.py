@@ -99,7 +99,7 @@ def test_named_actor_is_found_by_name(backend) -> None:
 
 
 def test_named_actor_in_a_namespace(backend) -> None:
-    Counter.options(name="spaced", namespace="elsewhere").remote(7)
+    _held = Counter.options(name="spaced", namespace="elsewhere").remote(7)  # lives while held
     found = nbdist.get_actor("spaced", namespace="elsewhere")
     assert nbdist.get(found.log.remote()) == 7
     with pytest.raises(ValueError):

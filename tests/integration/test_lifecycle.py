@@ -394,3 +394,25 @@ def test_cluster_queries_right_after_init_wait_for_the_head() -> None:
             assert nbdist.cluster_resources()["CPU"] == 1.0
         finally:
             nbdist.shutdown()
+
+
+def test_the_folder_of_a_killed_drivers_cluster_is_removed_by_the_next_cluster(
+        tmp_path: Path) -> None:
+    # A driver killed with SIGKILL cannot remove its cluster's folder (logs, sockets); its
+    # daemons go with it, and the next private cluster started on the machine removes it.
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    code = "import nbdist, sys, time; nbdist.init(num_cpus=1); print('READY', flush=True); "
+    killed = subprocess.Popen([sys.executable, "-c", code + "time.sleep(600)"], env=env,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert killed.stdout is not None and killed.stdout.readline().strip() == "READY"
+        left = sorted(p.name for p in tmp_path.glob("nbdist-session-*"))
+        assert len(left) == 1, left
+    finally:
+        killed.kill()
+        killed.wait(timeout=30)
+    assert (tmp_path / left[0]).exists()
+    done = subprocess.run([sys.executable, "-c", code + "nbdist.shutdown()"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "READY" in done.stdout, done.stderr
+    assert not list(tmp_path.glob("nbdist-session-*")), list(tmp_path.iterdir())

@@ -130,6 +130,23 @@ def test_infeasible_task_fails_with_clear_error() -> None:
     assert isinstance(err, ValueError) and "GPU" in str(err)
 
 
+def test_an_error_travelling_down_a_chain_whose_middle_ref_was_dropped() -> None:
+    # f(g(h())) with h failing, the driver holding only h's and f's refs: storing g's error
+    # fails f, whose end drops the last reference to g's result while it is being stored.
+    state, io, driver = make()
+    state.submit(driver, spec(10))
+    state.submit(driver, spec(20, deps=(11,)))
+    state.submit(driver, spec(30, deps=(21,)))
+    state.refs(driver, [(-1, 21)])
+    run_turn(state)
+    worker = io.execs()[0][0]
+    blob = serialization.system_error_blob(ValueError("boom"))
+    state.result(worker, 10, False, [], blob, 0.0, 1.0)
+    done = {m[1]: m[2] for _, m in io.take(P.DONE)}
+    assert done == {10: False, 20: False, 30: False}
+    assert 21 not in state.objects and 31 in state.objects and 11 in state.objects
+
+
 def test_failed_dependency_fails_dependents_without_running() -> None:
     state, io, driver = make()
     state.submit(driver, spec(10))
