@@ -5,8 +5,10 @@
 Starts a head with a 1-CPU node and a second node with a custom resource, attaches, puts a
 random array on the first node and runs a task that needs the resource (so it runs on the
 second node) and returns the array's size: the value crosses from one node's store to the
-other's over the authenticated TCP transport. The same round trip with a tiny array is
-subtracted, so the figure is the transfer alone. Also timed: a 100 MB result coming back.
+other's. Nodes on one machine hand it over as a hard link in the shared-memory folder; with
+``NBDIST_SAME_HOST_LINKS=0`` the bytes go through the authenticated TCP transport, as between
+machines. The same round trip with a tiny array is subtracted, so the figure is the transfer
+alone. Also timed: a 100 MB result coming back.
 """
 
 from __future__ import annotations
