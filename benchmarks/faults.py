@@ -16,6 +16,7 @@ and prints one line per fault with the time taken, or the failure.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import glob
 import json
 import os
@@ -25,6 +26,7 @@ import sys
 import tempfile
 import textwrap
 import time
+from collections.abc import Iterator
 
 NBDIST = os.path.join(os.path.dirname(sys.executable), "nbdist")
 
@@ -35,6 +37,16 @@ def _alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def _recovered(script: str, env: dict[str, str]) -> float:
+    """Run a driver script; the seconds it printed after ``RECOVERED``."""
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                         text=True, timeout=90)
+    if out.returncode:
+        raise RuntimeError(out.stderr[-2000:])
+    line = [ln for ln in out.stdout.splitlines() if ln.startswith("RECOVERED")][0]
+    return float(line.split()[1])
 
 
 def worker_kill() -> float:
@@ -65,81 +77,71 @@ def worker_kill() -> float:
         nbdist.shutdown()
 
 
-def node_kill() -> float:
+@contextlib.contextmanager
+def _cluster(*joins: list[str]) -> Iterator[tuple[dict[str, str], str, list[dict]]]:
+    """A head (1 CPU) and one joined node per entry of ``joins`` (its extra `start` flags),
+    started with the `nbdist` command in a state folder of its own: (env, address, nodes)."""
     with tempfile.TemporaryDirectory() as state:
         env = dict(os.environ, NBDIST_STATE_DIR=state)
-        run = lambda *a: subprocess.run([NBDIST, *a], env=env, check=True,  # noqa: E731
-                                        capture_output=True, text=True, timeout=60)
+
+        def run(*a: str) -> str:
+            return subprocess.run([NBDIST, *a], env=env, check=True, capture_output=True,
+                                  text=True, timeout=60).stdout
+
         try:
             run("start", "--head", "--port", "0", "--num-cpus", "1")
-            address = json.loads(run("status", "--json").stdout)["address"]
-            run("start", "--address", address, "--num-cpus", "1")
-            other = json.loads(run("status", "--json").stdout)["nodes"][1]["pid"]
-            script = textwrap.dedent(f"""
-                import os, signal, time, nbdist
-                nbdist.init(address={address!r})
-                @nbdist.remote
-                def slow(i):
-                    print("started", i, flush=True)
-                    time.sleep(1.0)
-                    return i
-                refs = [slow.remote(i) for i in range(2)]
-                time.sleep(0.5)
-                t0 = time.perf_counter()
-                os.kill({other}, signal.SIGKILL)
-                assert nbdist.get(refs, timeout=60) == [0, 1]
-                print("RECOVERED", time.perf_counter() - t0 - 1.0)
-            """)
-            out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                                 text=True, timeout=90)
-            if out.returncode:
-                raise RuntimeError(out.stderr[-2000:])
-            line = [ln for ln in out.stdout.splitlines() if ln.startswith("RECOVERED")][0]
-            return float(line.split()[1])
+            address = json.loads(run("status", "--json"))["address"]
+            for flags in joins:
+                run("start", "--address", address, "--num-cpus", "1", *flags)
+            yield env, address, json.loads(run("status", "--json"))["nodes"]
         finally:
             subprocess.run([NBDIST, "stop"], env=env, capture_output=True, timeout=60)
+
+
+def node_kill() -> float:
+    with _cluster([]) as (env, address, nodes):
+        script = textwrap.dedent(f"""
+            import os, signal, time, nbdist
+            nbdist.init(address={address!r})
+            @nbdist.remote
+            def slow(i):
+                print("started", i, flush=True)
+                time.sleep(1.0)
+                return i
+            refs = [slow.remote(i) for i in range(2)]
+            time.sleep(0.5)
+            t0 = time.perf_counter()
+            os.kill({nodes[1]["pid"]}, signal.SIGKILL)
+            assert nbdist.get(refs, timeout=60) == [0, 1]
+            print("RECOVERED", time.perf_counter() - t0 - 1.0)
+        """)
+        return _recovered(script, env)
 
 
 def actor_node_kill() -> float:
-    with tempfile.TemporaryDirectory() as state:
-        env = dict(os.environ, NBDIST_STATE_DIR=state)
-        run = lambda *a: subprocess.run([NBDIST, *a], env=env, check=True,  # noqa: E731
-                                        capture_output=True, text=True, timeout=60)
-        try:
-            run("start", "--head", "--port", "0", "--num-cpus", "1")
-            address = json.loads(run("status", "--json").stdout)["address"]
-            for _ in range(2):
-                run("start", "--address", address, "--num-cpus", "1", "--resources",
-                    '{"spot": 1}')
-            pids = {n["node_id"]: n["pid"]
-                    for n in json.loads(run("status", "--json").stdout)["nodes"]}
-            script = textwrap.dedent(f"""
-                import os, signal, time, nbdist
-                nbdist.init(address={address!r})
-                @nbdist.remote(resources={{"spot": 1}}, max_restarts=1, max_task_retries=1)
-                class Service:
-                    def node(self):
-                        return nbdist.get_runtime_context().get_node_id()
-                    def slow(self):
-                        time.sleep(1.0)
-                        return self.node()
-                service = Service.remote()
-                first = nbdist.get(service.node.remote())
-                ref = service.slow.remote()
-                time.sleep(0.5)
-                t0 = time.perf_counter()
-                os.kill({pids!r}[first], signal.SIGKILL)
-                assert nbdist.get(ref, timeout=60) != first
-                print("RECOVERED", time.perf_counter() - t0 - 1.0)
-            """)
-            out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                                 text=True, timeout=90)
-            if out.returncode:
-                raise RuntimeError(out.stderr[-2000:])
-            line = [ln for ln in out.stdout.splitlines() if ln.startswith("RECOVERED")][0]
-            return float(line.split()[1])
-        finally:
-            subprocess.run([NBDIST, "stop"], env=env, capture_output=True, timeout=60)
+    spot = ["--resources", '{"spot": 1}']
+    with _cluster(spot, spot) as (env, address, nodes):
+        pids = {n["node_id"]: n["pid"] for n in nodes}
+        script = textwrap.dedent(f"""
+            import os, signal, time, nbdist
+            nbdist.init(address={address!r})
+            @nbdist.remote(resources={{"spot": 1}}, max_restarts=1, max_task_retries=1)
+            class Service:
+                def node(self):
+                    return nbdist.get_runtime_context().get_node_id()
+                def slow(self):
+                    time.sleep(1.0)
+                    return self.node()
+            service = Service.remote()
+            first = nbdist.get(service.node.remote())
+            ref = service.slow.remote()
+            time.sleep(0.5)
+            t0 = time.perf_counter()
+            os.kill({pids!r}[first], signal.SIGKILL)
+            assert nbdist.get(ref, timeout=60) != first
+            print("RECOVERED", time.perf_counter() - t0 - 1.0)
+        """)
+        return _recovered(script, env)
 
 
 def driver_kill() -> float:

@@ -49,6 +49,13 @@ def _driver(cli: Cli, address: str, body: str) -> str:
     return done.stdout
 
 
+def _head_and_two_beta_nodes(cli: Cli) -> str:
+    address = start_head(cli, "--num-cpus", "1")
+    for _ in range(2):
+        cli.run("start", "--address", address, "--num-cpus", "1", "--resources", '{"beta": 2}')
+    return address
+
+
 def test_an_actor_runs_on_the_node_with_its_resources(cli: Cli) -> None:
     address = start_head(cli, "--num-cpus", "1")
     cli.run("start", "--address", address, "--num-cpus", "2", "--resources", '{"beta": 3}')
@@ -116,9 +123,7 @@ def test_actors_spread_over_nodes_with_room(cli: Cli) -> None:
 
 
 def test_an_actor_restarts_on_another_node_when_its_node_is_lost(cli: Cli) -> None:
-    address = start_head(cli, "--num-cpus", "1")
-    for _ in range(2):
-        cli.run("start", "--address", address, "--num-cpus", "1", "--resources", '{"beta": 2}')
+    address = _head_and_two_beta_nodes(cli)
     out = _driver(cli, address, """
         keeps = Counter.options(max_restarts=1, max_task_retries=-1).remote()
         assert nbdist.get([keeps.add.remote(1) for _ in range(5)]) == [1, 2, 3, 4, 5]
@@ -144,9 +149,7 @@ def test_an_actor_restarts_on_another_node_when_its_node_is_lost(cli: Cli) -> No
 
 
 def test_a_restart_in_the_hosting_process_counts_against_max_restarts(cli: Cli) -> None:
-    address = start_head(cli, "--num-cpus", "1")
-    for _ in range(2):
-        cli.run("start", "--address", address, "--num-cpus", "1", "--resources", '{"beta": 2}')
+    address = _head_and_two_beta_nodes(cli)
     out = _driver(cli, address, """
         once = Counter.options(max_restarts=1).remote(7)
         node, pid = nbdist.get(once.where.remote())
