@@ -72,7 +72,10 @@ def sweep_stale_shm(shm_dir: str) -> int:
 
 def remove_shm_of(shm_dir: str, node_pid: int) -> int:
     """Remove every shared-memory file of the node daemon ``node_pid``."""
-    prefix = f"nbdist-{node_pid}-"
+    return remove_files_with_prefix(shm_dir, f"nbdist-{node_pid}-")
+
+
+def remove_files_with_prefix(shm_dir: str, prefix: str) -> int:
     removed = 0
     try:
         names = os.listdir(shm_dir)

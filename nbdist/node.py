@@ -591,6 +591,9 @@ class NodeDaemon:
             self.state.worker_lost(worker, code)
         if isinstance(client, Client):
             self.state.client_left(client)
+            if client.pid:  # its warm files (store.write), if it died with one
+                lifetime.remove_files_with_prefix(
+                    self.shm_dir, P.warm_name(self.node_pid, client.pid) + "-")
 
     def _reap(self, pid: int) -> int | None:
         try:

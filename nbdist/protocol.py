@@ -110,3 +110,9 @@ def shm_name(node_pid: int, oid: int) -> str:
     """File name (under the shm dir) of a shared-memory object; the pid lets a sweep find
     files whose node daemon is gone."""
     return f"nbdist-{node_pid}-{oid:x}"
+
+
+def warm_name(node_pid: int, pid: int) -> str:
+    """Name prefix of the warm files of writer process ``pid`` (see `store.write`): named
+    after the node too, so they go with the node's other files."""
+    return f"nbdist-{node_pid}-warm{pid}"

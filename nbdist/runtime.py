@@ -406,7 +406,7 @@ class CoreClient:
                     f"({self.capacity / 2**20:.1f} MiB). Start the cluster with a larger "
                     "object_store_memory, or split the value.")
             self.reserve(oid, size)
-            store.write(self._shm_path(oid), parts, size)
+            store.write(self._shm_path(oid), parts, size, self._warm_base())
             loc = (oid, None, size)
         ref = ObjectRef(oid, False)
         self._cache[oid] = loc
@@ -418,6 +418,9 @@ class CoreClient:
 
     def _shm_path(self, oid: int) -> str:
         return os.path.join(self.shm_dir, P.shm_name(self.node_pid, oid))
+
+    def _warm_base(self) -> str:
+        return os.path.join(self.shm_dir, P.warm_name(self.node_pid, os.getpid()))
 
     def value(self, loc: tuple) -> Any:
         oid, blob, size = loc

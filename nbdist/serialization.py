@@ -54,11 +54,33 @@ class SerializationContext(threading.local):
 context = SerializationContext()
 
 
+# Values made only of these (at most two levels of small tuples, lists and str-keyed dicts)
+# pickle the same with the C pickler as with cloudpickle, without building a cloudpickle
+# Pickler: most results (None, numbers, short strings) and many argument lists.
+_PLAIN_TYPES = frozenset({type(None), bool, int, float, complex, str, bytes})
+
+
+def _plain(value: Any, depth: int = 2) -> bool:
+    kind = type(value)
+    if kind in _PLAIN_TYPES:
+        return True
+    if not depth:
+        return False
+    if (kind is tuple or kind is list) and len(value) <= 16:
+        return all(_plain(v, depth - 1) for v in value)
+    if kind is dict and len(value) <= 16:
+        return all(type(k) is str and _plain(v, depth - 1) for k, v in value.items())
+    return False
+
+
 def dumps(value: Any) -> tuple[list[Any], int, tuple[int, ...]]:
     """Serialize ``value``; returns (parts, total size, contained ref ids).
 
     ``parts`` joined are the blob; kept apart so large buffers are written to shared memory
     without an extra copy (``os.writev``)."""
+    if _plain(value):
+        data = pickle.dumps(value, protocol=5)
+        return [b"P", data], 1 + len(data), ()
     buffers: list[pickle.PickleBuffer] = []
     outer = context.contained
     context.contained = []

@@ -282,7 +282,7 @@ class Worker:
         if size <= client.inline_max:
             return (oid, serialization.join(parts), 0, contained)
         client.reserve(oid, size)
-        store.write(client._shm_path(oid), parts, size)
+        store.write(client._shm_path(oid), parts, size, client._warm_base())
         return (oid, None, size, contained)
 
     def fail(self, spec: tuple, exc: BaseException, t0: float) -> None:

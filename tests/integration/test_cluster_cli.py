@@ -9,7 +9,12 @@ whatever is left even when the test fails.
 from __future__ import annotations
 
 import glob
+import signal
 import stat
+import subprocess
+import sys
+import textwrap
+import time
 
 import pytest
 from clusters import Cli, alive, start_head
@@ -113,3 +118,35 @@ def test_clear_errors(cli: Cli) -> None:
     both = cli.python(f"import nbdist\nnbdist.init(address={address!r}, num_cpus=4)")
     assert both.returncode != 0 and "do not pass num_cpus" in both.stderr
     assert "stopped the head" in cli.run("stop").stdout
+
+
+def test_a_killed_drivers_warm_file_goes_with_its_connection(cli: Cli) -> None:
+    # A driver attached to a running cluster dies with a warm file (store.write) in shared
+    # memory: the node removes it when the driver's connection ends, not at its own exit.
+    address = start_head(cli, "--num-cpus", "1")
+    code = textwrap.dedent(f"""
+        import time, numpy as np, nbdist
+        nbdist.init(address={address!r})
+        ref = nbdist.put(np.zeros(4_000_000))
+        print("PUT", flush=True)
+        time.sleep(600)
+    """)
+    driver = subprocess.Popen([sys.executable, "-c", code], env=cli.env, text=True,
+                              stdout=subprocess.PIPE)
+    try:
+        assert driver.stdout is not None and driver.stdout.readline().strip() == "PUT"
+        pattern = f"/dev/shm/nbdist-*-warm{driver.pid}-*"
+        deadline = time.monotonic() + 30
+        while not glob.glob(pattern):
+            assert time.monotonic() < deadline, "no warm file after a large put"
+            time.sleep(0.02)
+        driver.send_signal(signal.SIGKILL)
+        driver.wait(timeout=30)
+        deadline = time.monotonic() + 10
+        while glob.glob(pattern):
+            assert time.monotonic() < deadline, glob.glob(pattern)
+            time.sleep(0.02)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()

@@ -146,3 +146,28 @@ def test_contained_ref_keeps_shared_memory_until_container_is_freed(shm_files, w
     del outer, restored
     gc.collect()
     wait_until(lambda: not (inner_files & shm_files()), what="the inner object's file to go")
+
+
+def _warm_files() -> list[str]:
+    import glob
+    import os
+
+    return glob.glob(f"/dev/shm/nbdist-*-warm{os.getpid()}-*")
+
+
+def test_large_puts_reuse_a_warm_file_and_read_back_exactly(wait_until) -> None:
+    # A large put leaves a warm file (allocated in the background) that the next large put of
+    # at most that size fills instead of allocating fresh shared memory; the values stay exact.
+    first = np.random.default_rng(1).random(4_000_000)  # 32 MB
+    ref1 = nbdist.put(first)
+    warm = wait_until(_warm_files, timeout=30, what="a warm file after a large put")
+    second = np.random.default_rng(2).random(3_000_000)  # 24 MB: fits the 32 MB warm file
+    ref2 = nbdist.put(second)
+    assert not set(warm) & set(_warm_files()), "the warm file should have been used"
+    assert np.array_equal(nbdist.get(ref1), first)
+    got = nbdist.get(ref2)
+    assert got.nbytes == second.nbytes and np.array_equal(got, second)
+    assert np.array_equal(nbdist.get(identity.remote(ref2)), second)  # as a task argument
+    del ref1, ref2, got
+    # Unused, it goes after a few seconds (store.WARM_IDLE_S).
+    wait_until(lambda: not _warm_files(), timeout=30, what="the idle warm file to go")
