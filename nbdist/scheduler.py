@@ -1106,22 +1106,12 @@ class NodeState:
         actor.restarts_left -= 1
         actor.restarts += 1
         actor.state = "restarting"
-        retries = (actor.spec[P.S_EXTRA] or {}).get("max_task_retries", 0)
-        lost = [t for tid, t in sorted(actor.inflight.items()) if tid != actor.spec[P.S_TASK_ID]]
+        lost = [t for tid, t in actor.inflight.items() if tid != actor.spec[P.S_TASK_ID]]
         actor.inflight.clear()
         init = self.tasks.pop(actor.spec[P.S_TASK_ID], None)
         if init is not None:
             self._unpin(init)
-        err = ActorDiedError(
-            f"The actor {actor.id:x} died while running this call (its process pid="
-            f"{worker.pid} {how}); it is restarting. Set max_task_retries to retry calls.",
-            f"{actor.id:x}")
-        for task in reversed(lost):
-            if retries == -1 or task.attempt <= retries:
-                task.worker = None
-                actor.queue.appendleft(task)
-            else:
-                self._finish_error(task, system_error_blob(err))
+        self._calls_lost_in_restart(actor, lost, f"its process pid={worker.pid} {how}")
         if actor.host_for:
             self.io.to_node(actor.host_for, (P.ACTOR_EVENT, actor.id, "restarted", how))
         else:
@@ -1129,6 +1119,20 @@ class NodeState:
                                                        "restarts": actor.restarts})
         self.pending_actors.append(actor)
         self.need_dispatch = True
+
+    def _calls_lost_in_restart(self, actor: Actor, lost: list[Task], how: str) -> None:
+        """Calls that were running when ``actor`` died (``how``) and it is restarting: back to
+        the front of its queue, in order, while ``max_task_retries`` allows; else they fail."""
+        retries = (actor.spec[P.S_EXTRA] or {}).get("max_task_retries", 0)
+        err = ActorDiedError(
+            f"The actor {actor.id:x} died while running this call ({how}); it is restarting. "
+            "Set max_task_retries to retry calls.", f"{actor.id:x}")
+        for task in sorted(lost, key=lambda t: t.id, reverse=True):
+            if retries == -1 or task.attempt <= retries:
+                task.worker = None
+                actor.queue.appendleft(task)
+            else:
+                self._finish_error(task, system_error_blob(err))
 
     def _actor_gone(self, actor: Actor, reason: str, no_restart: bool,
                     graceful: bool = False) -> None:
@@ -1329,16 +1333,7 @@ class NodeState:
     def _restart_elsewhere(self, actor: Actor, lost: list[Task], index: int) -> None:
         """Our actor's node ``index`` was lost: the calls it was running run again after the
         restart while ``max_task_retries`` allows, and the actor is placed anew."""
-        retries = (actor.spec[P.S_EXTRA] or {}).get("max_task_retries", 0)
-        err = ActorDiedError(
-            f"The actor {actor.id:x} died while running this call (its node ({index}) was "
-            "lost); it is restarting. Set max_task_retries to retry calls.", f"{actor.id:x}")
-        for task in sorted(lost, key=lambda t: t.id, reverse=True):
-            if retries == -1 or task.attempt <= retries:
-                task.worker = None
-                actor.queue.appendleft(task)
-            else:
-                self._finish_error(task, system_error_blob(err))
+        self._calls_lost_in_restart(actor, lost, f"its node ({index}) was lost")
         self._event(actor.job, "actor_restarted", {"actor_id": actor.id,
                                                    "restarts": actor.restarts})
         init = self._init_task(actor)
