@@ -5,6 +5,9 @@ away with the cluster."""
 from __future__ import annotations
 
 import hashlib
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -95,3 +98,66 @@ def test_a_put_that_cannot_fit_even_after_spilling_raises(
     assert nbdist.get(nbdist.put(np.ones(MiB))).sum() == MiB
     with pytest.raises(ObjectStoreFullError, match="larger than the whole object store"):
         nbdist.put(np.ones(5 * MiB))
+
+
+QUEUE_SCRIPT = """
+import gc, json, sys, threading, time
+import nbdist
+from nbdist import api
+
+def rss(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(l.split()[1]) * 1024 for l in f if l.startswith("VmRSS:"))
+
+nbdist.init(num_cpus=2)
+pids = {"driver": 0, "head": api._cluster.procs[0].pid, "node": api._cluster.node_pid}
+
+@nbdist.remote
+def tiny(i):
+    return i
+
+nbdist.get(tiny.remote(0))
+import os
+pids["driver"] = os.getpid()
+before = {k: rss(p) for k, p in pids.items()}
+peak = dict(before)
+done = threading.Event()
+
+def sample():
+    while not done.is_set():
+        for k, p in pids.items():
+            peak[k] = max(peak[k], rss(p))
+        time.sleep(0.05)
+
+threading.Thread(target=sample, daemon=True).start()
+refs = [tiny.remote(i) for i in range(N)]
+assert sum(nbdist.get(refs)) == N * (N - 1) // 2
+del refs
+gc.collect()
+time.sleep(1.0)
+done.set()
+after = {k: rss(p) for k, p in pids.items()}
+print(json.dumps({"before": before, "peak": peak, "after": after}))
+nbdist.shutdown()
+"""
+
+
+@pytest.mark.timeout(300)
+def test_many_queued_tasks_keep_head_and_node_memory_bounded() -> None:
+    # 100,000 tasks queued at once by one driver: the head is never on a task's path (its
+    # memory does not move), and what the node daemon and the driver hold for the tasks is
+    # given back when they are done and the refs dropped (python benchmarks/queue_memory.py
+    # gives the figures).
+    n = 100_000
+    done = subprocess.run([sys.executable, "-c", f"N = {n}\n" + QUEUE_SCRIPT],
+                          capture_output=True, text=True, timeout=280)
+    assert done.returncode == 0, done.stderr[-3000:]
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    before, peak, after = figures["before"], figures["peak"], figures["after"]
+    assert peak["head"] - before["head"] < 8 * MiB, figures
+    # Per queued task the node and the driver hold well under 2 KiB at the peak ...
+    assert peak["node"] - before["node"] < n * 2048, figures
+    assert peak["driver"] - before["driver"] < n * 2048, figures
+    # ... and the node gives most of it back once the tasks are done and their refs dropped.
+    assert after["node"] - before["node"] < (peak["node"] - before["node"]) * 0.75 + 8 * MiB, \
+        figures
