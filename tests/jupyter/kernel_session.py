@@ -45,6 +45,33 @@ class KernelSession:
             with self._lock:
                 self.iopub.append(msg)
 
+    def wait_for_ready(self, timeout: float = START_TIMEOUT) -> None:
+        """Wait until the kernel answers on shell and its iopub messages reach the collector
+        (e.g. after a restart). jupyter_client's own ``wait_for_ready`` reads iopub itself,
+        which would race the collector thread for the socket's frames."""
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                pytest.fail(f"the kernel was not ready within {timeout} s")
+            msg_id = self.client.kernel_info()
+            try:
+                reply = self.client.get_shell_msg(timeout=min(1.0, remaining))
+            except queue.Empty:
+                continue
+            if reply["parent_header"].get("msg_id") != msg_id:
+                continue
+            seen_until = time.monotonic() + 1.0
+            while time.monotonic() < seen_until:
+                if self._idle(msg_id):
+                    return
+                time.sleep(0.02)
+            # iopub was not connected yet when the kernel answered: ask again.
+
+    def _idle(self, msg_id: str) -> bool:
+        return any(m["msg_type"] == "status" and m["content"]["execution_state"] == "idle"
+                   for m in self.messages_for(msg_id))
+
     def submit(self, code: str) -> str:
         """Send an execute_request without waiting; returns its msg_id."""
         return self.client.execute(code)
@@ -83,10 +110,7 @@ class KernelSession:
                        if m["msg_type"] == "stream" and m["content"]["name"] == stream)
 
     def wait_idle(self, msg_id: str, timeout: float) -> None:
-        self.wait_for(lambda: any(m["msg_type"] == "status"
-                                  and m["content"]["execution_state"] == "idle"
-                                  for m in self.messages_for(msg_id)),
-                      timeout, f"kernel idle after {msg_id}")
+        self.wait_for(lambda: self._idle(msg_id), timeout, f"kernel idle after {msg_id}")
 
     def wait_for(self, predicate: Any, timeout: float, what: str) -> Any:
         return poll(predicate, timeout=timeout, what=what)

@@ -113,7 +113,7 @@ def test_kernel_restart_ends_the_cluster_and_the_notebook_runs_again() -> None:
         session.wait_for(lambda: not set(glob.glob("/dev/shm/nbdist-*")) - shm_before, 5,
                          "the cluster's /dev/shm files to be removed")
         # Running the same cells again works on the restarted kernel.
-        session.client.wait_for_ready(timeout=60)
+        session.wait_for_ready(timeout=60)
         for cell in setup:
             session.ok(cell)
         assert session.ok(work).strip() == "3000000"
