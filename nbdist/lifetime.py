@@ -49,16 +49,18 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+def _named(parent: str, prefix: str) -> list[str]:
+    """Names in folder ``parent`` that start with ``prefix`` (none if it cannot be read)."""
+    try:
+        return [name for name in os.listdir(parent) if name.startswith(prefix)]
+    except OSError:
+        return []
+
+
 def sweep_stale_shm(shm_dir: str) -> int:
     """Remove ``nbdist-<pid>-*`` files whose daemon pid no longer runs; return how many."""
     removed = 0
-    try:
-        names = os.listdir(shm_dir)
-    except OSError:
-        return 0
-    for name in names:
-        if not name.startswith("nbdist-"):
-            continue
+    for name in _named(shm_dir, "nbdist-"):
         parts = name.split("-")
         if len(parts) < 3 or not parts[1].isdigit():
             continue
@@ -77,15 +79,10 @@ def remove_shm_of(shm_dir: str, node_pid: int) -> int:
 
 def remove_files_with_prefix(shm_dir: str, prefix: str) -> int:
     removed = 0
-    try:
-        names = os.listdir(shm_dir)
-    except OSError:
-        return 0
-    for name in names:
-        if name.startswith(prefix):
-            with contextlib.suppress(OSError):
-                os.unlink(os.path.join(shm_dir, name))
-                removed += 1
+    for name in _named(shm_dir, prefix):
+        with contextlib.suppress(OSError):
+            os.unlink(os.path.join(shm_dir, name))
+            removed += 1
     return removed
 
 
@@ -113,15 +110,9 @@ def sweep_stale_sessions(parent: str, *, orphan_age_s: float = 3600.0) -> int:
     import shutil
 
     removed = 0
-    try:
-        names = os.listdir(parent)
-    except OSError:
-        return 0
     uid = os.getuid()
     now = time.time()
-    for name in names:
-        if not name.startswith(SESSION_PREFIX):
-            continue
+    for name in _named(parent, SESSION_PREFIX):
         path = os.path.join(parent, name)
         try:
             st = os.stat(path)
@@ -144,13 +135,7 @@ def sweep_stale_spill(parent: str) -> int:
     import shutil
 
     removed = 0
-    try:
-        names = os.listdir(parent)
-    except OSError:
-        return 0
-    for name in names:
-        if not name.startswith("nbdist-spill-"):
-            continue
+    for name in _named(parent, "nbdist-spill-"):
         try:
             pid = int(name.rsplit("-", 1)[1])
         except ValueError:
