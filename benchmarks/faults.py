@@ -28,15 +28,12 @@ import textwrap
 import time
 from collections.abc import Iterator
 
+from nbdist import lifetime
+
 NBDIST = os.path.join(os.path.dirname(sys.executable), "nbdist")
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+_alive = lifetime.process_running
 
 
 def _recovered(script: str, env: dict[str, str]) -> float:

@@ -49,6 +49,16 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+def process_running(pid: int) -> bool:
+    """True while ``pid`` runs: a process that exited but was not reaped yet (a zombie) does
+    not count, unlike for `pid_alive`. Linux only (reads /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def _named(parent: str, prefix: str) -> list[str]:
     """Names in folder ``parent`` that start with ``prefix`` (none if it cannot be read)."""
     try:

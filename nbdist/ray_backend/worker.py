@@ -28,12 +28,14 @@ returns, so a task's output reaches the sink before its result reaches the calle
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import inspect
 import os
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -257,15 +259,15 @@ def failure(name: str, exc: Exception, retry: Any) -> TaskFailure:
 # ----------------------------------------------------------------------------- tasks
 
 
-def run_call(fn: Any, name: str, retry: Any, ctx: tuple, args: Any, kwargs: Any) -> Any:
+@contextlib.contextmanager
+def _calling(name: str, ctx: tuple, retry: Any) -> Iterator[None]:
+    """Around one call: nbdist's API on Ray, the call's context for output, its exception as
+    a TaskFailure."""
     install()
     info = CallInfo(name, ctx[0], ctx[1])
     token = current.set(info)
     try:
-        value = fn(*args, **kwargs)
-        if inspect.iscoroutine(value):
-            value = asyncio.run(value)
-        return value
+        yield
     except Exception as exc:
         raise failure(name, exc, retry) from None
     finally:
@@ -273,20 +275,20 @@ def run_call(fn: Any, name: str, retry: Any, ctx: tuple, args: Any, kwargs: Any)
         current.reset(token)
 
 
+def run_call(fn: Any, name: str, retry: Any, ctx: tuple, args: Any, kwargs: Any) -> Any:
+    with _calling(name, ctx, retry):
+        value = fn(*args, **kwargs)
+        if inspect.iscoroutine(value):
+            value = asyncio.run(value)
+        return value
+
+
 async def run_call_async(fn: Any, name: str, ctx: tuple, args: Any, kwargs: Any) -> Any:
-    install()
-    info = CallInfo(name, ctx[0], ctx[1])
-    token = current.set(info)
-    try:
+    with _calling(name, ctx, False):
         value = fn(*args, **kwargs)
         if inspect.iscoroutine(value):
             value = await value
         return value
-    except Exception as exc:
-        raise failure(name, exc, False) from None
-    finally:
-        _finish_output(info)
-        current.reset(token)
 
 
 def make_task_function(fn: Any, name: str, retry: Any) -> Any:

@@ -10,6 +10,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from nbdist import lifetime
+
 NBDIST = str(Path(sys.executable).parent / "nbdist")
 
 
@@ -51,12 +53,7 @@ class Cli:
                 os.kill(pid, 9)
 
 
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+alive = lifetime.process_running
 
 
 def start_head(cli: Cli, *args: str) -> str:

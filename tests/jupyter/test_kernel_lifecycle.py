@@ -17,6 +17,8 @@ from jupyter_client import KernelManager
 from jupyter_client.kernelspec import KernelSpecManager
 from kernel_session import KernelSession, start_kernel, stop_kernel
 
+from nbdist import lifetime
+
 pytestmark = pytest.mark.timeout(120)
 
 BLOCK = """%%remote --num-cpus 0.5
@@ -64,12 +66,7 @@ def _descendants(pid: int) -> set[int]:
     return found
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
+_alive = lifetime.process_running
 
 
 def test_sigkilled_kernel_leaves_no_process_or_shared_memory() -> None:

@@ -26,6 +26,7 @@ import nbformat
 import pytest
 from jupyter_client import KernelManager
 from nbclient import NotebookClient
+from outputs import find
 from polling import poll
 
 from nbdist.ray_backend.guard import session_pids
@@ -48,14 +49,6 @@ def _wait_gone(session_dir: str) -> None:
     assert not left, f"processes {sorted(left)} of Ray session {session_dir} outlived the kernel"
 
 
-def _find(cells: list[str], pattern: str) -> re.Match[str]:
-    for text in cells:
-        m = re.search(pattern, text)
-        if m:
-            return m
-    pytest.fail(f"no cell output matches {pattern!r}:\n" + "\n---\n".join(cells))
-
-
 def test_01_tasks_runs_on_ray(cell_text) -> None:
     nb = nbformat.read(os.path.join(NOTEBOOKS, "01-tasks.ipynb"), as_version=4)
     [start] = [c for c in nb.cells if c.cell_type == "code" and START in c.source]
@@ -71,12 +64,12 @@ def test_01_tasks_runs_on_ray(cell_text) -> None:
             _wait_gone(os.path.realpath(session[1]))
     assert session is not None, "the start cell did not report a Ray session"
     assert "nbdist on Ray: started a local Ray" in cells[0]
-    _find(cells, r"chain: sum 36 in [\d.]+ s")
-    _find(cells, r"tree:  sum 36 in [\d.]+ s")
-    _find(cells, 'class="nbdist-ref"')
-    _find(cells, r"result: 42")
-    _find(cells, r"\(tree_sum pid=\d+\) sum of \[1, 2, 3, 4, 5, 6, 7, 8\] = 36")
-    _find(cells, r"caught a ZeroDivisionError from the task: division by zero")
+    find(cells, r"chain: sum 36 in [\d.]+ s")
+    find(cells, r"tree:  sum 36 in [\d.]+ s")
+    find(cells, 'class="nbdist-ref"')
+    find(cells, r"result: 42")
+    find(cells, r"\(tree_sum pid=\d+\) sum of \[1, 2, 3, 4, 5, 6, 7, 8\] = 36")
+    find(cells, r"caught a ZeroDivisionError from the task: division by zero")
 
 
 class Kernel:
