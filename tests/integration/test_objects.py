@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 
 import nbdist
+from nbdist import store
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("cluster")]
 
@@ -160,7 +161,11 @@ def test_large_puts_reuse_a_warm_file_and_read_back_exactly(wait_until) -> None:
     # at most that size fills instead of allocating fresh shared memory; the values stay exact.
     first = np.random.default_rng(1).random(4_000_000)  # 32 MB
     ref1 = nbdist.put(first)
-    warm = wait_until(_warm_files, timeout=30, what="a warm file after a large put")
+    # Ready once allocated (the file exists a moment earlier, while it is being allocated; a
+    # put meanwhile just writes a fresh file).
+    ready = wait_until(lambda: store._warm.path, timeout=30, what="a warm file, allocated")
+    warm = _warm_files()
+    assert warm == [ready], (warm, ready)
     second = np.random.default_rng(2).random(3_000_000)  # 24 MB: fits the 32 MB warm file
     ref2 = nbdist.put(second)
     assert not set(warm) & set(_warm_files()), "the warm file should have been used"
