@@ -1,7 +1,9 @@
 """The event stream: typed, versioned records of every state change (layer L0: stdlib only).
 
 Producers (the driver runtime) call `publish(record)`: an append to a bounded deque, nothing
-else, so tracing costs little on the hot path. A single dispatcher thread, started on the first
+else, so tracing costs little on the hot path. On the hottest paths they call
+`publish_later(make, args)` instead: the record is built (``make(*args)``, ids formatted) only
+when a subscriber or `recent` reads it, off the caller's critical path. A single dispatcher thread, started on the first
 `subscribe`, hands each subscriber the records in batches (a list per call), at most every
 ``BATCH_INTERVAL_S``. A subscriber that falls more than ``MAX_BACKLOG`` records behind gets an
 `EventsDropped` summary instead of the records it missed: a slow consumer never slows the engine.
@@ -208,14 +210,20 @@ class EventsDropped(Event):
 
 
 Callback = Callable[[list[Event]], None]
+# A record not built yet: (make, args), with make(*args) -> Event.
+Deferred = tuple[Callable[..., Event], tuple]
+
+
+def _built(item: Event | Deferred) -> Event:
+    return item if isinstance(item, Event) else item[0](*item[1])
 
 
 class EventBus:
     """Bounded history plus batched delivery to subscribers (see the module docstring)."""
 
     def __init__(self, history: int = 200_000) -> None:
-        self._history: collections.deque[Event] = collections.deque(maxlen=history)
-        self._pending: collections.deque[Event] = collections.deque()
+        self._history: collections.deque[Event | Deferred] = collections.deque(maxlen=history)
+        self._pending: collections.deque[Event | Deferred] = collections.deque()
         self._dropped = 0
         self._subs: list[Callback] = []
         self._lock = threading.Lock()
@@ -223,7 +231,7 @@ class EventBus:
         self._thread: threading.Thread | None = None
         self._closed = False
 
-    def publish(self, event: Event) -> None:
+    def publish(self, event: Event | Deferred) -> None:
         self._history.append(event)
         if self._subs:
             pending = self._pending
@@ -233,9 +241,13 @@ class EventBus:
                 self._dropped += 1
             pending.append(event)
 
+    def publish_later(self, make: Callable[..., Event], args: tuple) -> None:
+        """Publish the record ``make(*args)``, built only when it is read."""
+        self.publish((make, args))
+
     def recent(self, n: int | None = None) -> list[Event]:
         items = list(self._history)
-        return items if n is None else items[-n:]
+        return [_built(x) for x in (items if n is None else items[-n:])]
 
     def subscribe(self, callback: Callback) -> Callable[[], None]:
         with self._lock:
@@ -265,10 +277,11 @@ class EventBus:
         with self._lock:
             subs = list(self._subs)
             pending = self._pending
-            batch: list[Event] = []
+            items = []
             while pending:
-                batch.append(pending.popleft())
+                items.append(pending.popleft())
             dropped, self._dropped = self._dropped, 0
+        batch = [_built(x) for x in items]
         if dropped:
             batch.insert(0, EventsDropped(time.time(), dropped))
         if not batch:
@@ -333,3 +346,8 @@ def recent(n: int | None = None) -> list[Event]:
 
 def publish(event: Event) -> None:
     _bus.publish(event)
+
+
+def publish_later(make: Callable[..., Event], args: tuple) -> None:
+    """`publish` of ``make(*args)``, built when read (see the module docstring)."""
+    _bus.publish((make, args))

@@ -52,6 +52,36 @@ PROGRESS_S = 0.05  # a pending get/wait reports progress at most this often
 _T = time.time
 
 
+# Builders of the records the per-call paths publish with `events.publish_later`: the ids are
+# formatted and the records made only when a subscriber or `events.recent` reads them.
+def _submitted(t: float, task_id: int, name: str, deps: tuple[int, ...], nret: int,
+               actor_id: int, tag: str | None) -> ev.Event:
+    return ev.TaskSubmitted(t, hex_id(task_id), name, tuple(hex_id(d) for d in deps),
+                            tuple(hex_id(task_id + 1 + i) for i in range(nret)), None,
+                            hex_id(actor_id) if actor_id else None, tag)
+
+
+def _wait_begun(t: float, wait_id: int, what: str, oids: list[int], num_returns: int,
+                ready: int, tag: str | None) -> ev.Event:
+    return ev.WaitBegun(t, wait_id, what, tuple(hex_id(o) for o in oids), num_returns, ready,
+                        tag)
+
+
+def _started_record(t: float, task_id: int, name: str, node_id: str, pid: int) -> ev.Event:
+    return ev.TaskStarted(t, hex_id(task_id), name, node_id, pid)
+
+
+def _finished(t: float, task_id: int, name: str, duration: float, node_id: str, pid: int,
+              t0: float) -> ev.Event:
+    return ev.TaskFinished(t, hex_id(task_id), name, duration, node_id, pid, t0)
+
+
+def _created(t: float, oid: int, size: int, node_id: str, owner: int, task_id: int | None,
+             in_shm: bool) -> ev.Event:
+    return ev.ObjectCreated(t, hex_id(oid), size, node_id, hex_id(owner),
+                            hex_id(task_id) if task_id is not None else None, in_shm)
+
+
 class TaskContext(threading.local):
     """What the current thread is running (worker side): read by get_runtime_context()."""
 
@@ -74,12 +104,28 @@ class _Dep:
         return (_Dep, (self.index,))
 
 
+class _Flag:
+    """What a waiter waits on: waits pump the connection themselves (`CoreClient._pump_until`)
+    and only look at the flag, so no condition variable is needed."""
+
+    __slots__ = ("_set",)
+
+    def __init__(self) -> None:
+        self._set = False
+
+    def set(self) -> None:
+        self._set = True
+
+    def is_set(self) -> bool:
+        return self._set
+
+
 class _Waiter:
     __slots__ = ("remaining", "event", "wait_id", "need", "base", "total", "last")
 
     def __init__(self, remaining: int) -> None:
         self.remaining = remaining
-        self.event = threading.Event()
+        self.event = _Flag()
         self.wait_id = 0  # set for a driver's get/wait: progress is published (rate-limited)
         self.need = remaining
         self.base = 0
@@ -221,7 +267,7 @@ class CoreClient:
         finally:
             conn.read_lock.release()
 
-    def _wait_event(self, event: threading.Event, timeout: float | None) -> bool:
+    def _wait_event(self, event: _Flag | threading.Event, timeout: float | None) -> bool:
         if event.is_set():
             return True
         if self.self_read:
@@ -232,7 +278,7 @@ class CoreClient:
         finally:
             self.conn.give_back()
 
-    def _pump_until(self, event: threading.Event, timeout: float | None) -> bool:
+    def _pump_until(self, event: _Flag | threading.Event, timeout: float | None) -> bool:
         deadline = None if timeout is None else time.monotonic() + timeout
         while not event.is_set():
             left = None if deadline is None else deadline - time.monotonic()
@@ -378,10 +424,8 @@ class CoreClient:
             tag = ev.current_submitter()
             if tag is not None:
                 self._task_tags[task_id] = tag
-            self.publish(ev.TaskSubmitted(
-                _T(), hex_id(task_id), name, tuple(hex_id(d) for d in deps),
-                tuple(hex_id(r) for r in ret_ids), None,
-                hex_id(actor_id) if actor_id else None, tag))
+            ev.publish_later(_submitted, (_T(), task_id, name, deps, num_returns, actor_id,
+                                          tag))
         self.send(msgs)
         del keep
         return task_id, refs
@@ -507,13 +551,13 @@ class CoreClient:
             wait_id = 0
             if self.mode == P.KIND_DRIVER:
                 wait_id = next(self._wait_ids)
-                self.publish(ev.WaitBegun(_T(), wait_id, "get", tuple(hex_id(o) for o in oids),
-                                          len(oids), len(oids) - len(missing), self._tag()))
+                ev.publish_later(_wait_begun, (_T(), wait_id, "get", oids, len(oids),
+                                               len(oids) - len(missing), self._tag()))
             ok = self._block(missing, len(missing), timeout,
                              (wait_id, len(oids) - len(missing), len(oids)) if wait_id else None)
             if wait_id:
                 ready = sum(1 for o in oids if o in cache)
-                self.publish(ev.WaitDone(_T(), wait_id, ready, len(oids), not ok))
+                ev.publish_later(ev.WaitDone, (_T(), wait_id, ready, len(oids), not ok))
             if not ok:
                 raise GetTimeoutError(
                     f"get() timed out after {timeout} s with {len(missing)} of {len(oids)} "
@@ -654,19 +698,20 @@ class CoreClient:
         if self.mode != P.KIND_DRIVER:
             return
         now = _T()
-        tid = hex_id(task_id)
+        node_id = self.node_id
         if task_id in self._running:
             self._running.discard(task_id)
         elif t0:
             # It ended before the node's batched started-notice went out.
-            self.publish(ev.TaskStarted(t0, tid, name, self.node_id, pid))
+            ev.publish_later(_started_record, (t0, task_id, name, node_id, pid))
         if ok:
-            self.publish(ev.TaskFinished(now, tid, name, t1 - t0, self.node_id, pid, t0))
+            ev.publish_later(_finished, (now, task_id, name, t1 - t0, node_id, pid, t0))
             for loc in locs:
                 size = len(loc[1]) if loc[1] is not None else loc[2]
-                self.publish(ev.ObjectCreated(now, hex_id(loc[0]), size, self.node_id,
-                                              hex_id(self.client_no), tid, loc[1] is None))
+                ev.publish_later(_created, (now, loc[0], size, node_id, self.client_no,
+                                            task_id, loc[1] is None))
         else:
+            tid = hex_id(task_id)
             blob = locs[0][1] if locs else None
             etype, message = _error_summary(blob)
             self.publish(ev.TaskFailed(now, tid, name, etype, message, t1 - t0 if t0 else 0.0,

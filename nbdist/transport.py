@@ -284,6 +284,11 @@ class FrameReader:
         return out, data
 
     def feed(self, data: bytes | memoryview) -> list[list[Any]]:
+        if not self.buf and self.big is None and len(data) >= 4:
+            # The common case, one whole small frame: decoded where it lies.
+            (length,) = _LEN.unpack_from(data, 0)
+            if length == len(data) - 4 and length <= self.limit:
+                return [_decode(memoryview(data)[4:], False)]
         out: list[list[Any]] = []
         if self.big is not None:
             done, rest = self._fill(memoryview(data).cast("B"))
@@ -535,6 +540,90 @@ class Peer:
         self.outbox.append(msg)
 
 
+READ = selectors.EVENT_READ
+WRITE = selectors.EVENT_WRITE
+
+
+class _Poller:
+    """fd readiness for `Server`: epoll used directly where there is one (the `selectors`
+    wrapper costs a few microseconds per wake-up, twice per task on a node), else `selectors`.
+    `select` returns (data, READ|WRITE mask) pairs."""
+
+    def __init__(self) -> None:
+        self._ep = select.epoll() if hasattr(select, "epoll") else None
+        self._sel = None if self._ep is not None else selectors.DefaultSelector()
+        self._data: dict[int, Any] = {}
+
+    @staticmethod
+    def _fd(fileobj: Any) -> int:
+        return fileobj if isinstance(fileobj, int) else fileobj.fileno()
+
+    @staticmethod
+    def _mask(events: int) -> int:
+        return (select.EPOLLIN if events & READ else 0) | (
+            select.EPOLLOUT if events & WRITE else 0)
+
+    def register(self, fileobj: Any, events: int, data: Any) -> None:
+        fd = self._fd(fileobj)
+        if fd in self._data:
+            # A number left by a file closed without `unregister`: the kernel has forgotten
+            # it; so do we.
+            self.unregister(fd)
+        if self._ep is not None:
+            self._ep.register(fd, self._mask(events))
+        else:
+            assert self._sel is not None
+            self._sel.register(fd, events, data)
+        self._data[fd] = data
+
+    def modify(self, fileobj: Any, events: int, data: Any) -> None:
+        fd = self._fd(fileobj)
+        if fd not in self._data:
+            raise KeyError(f"{fd} is not registered")
+        if self._ep is not None:
+            self._ep.modify(fd, self._mask(events))
+        else:
+            assert self._sel is not None
+            self._sel.modify(fd, events, data)
+        self._data[fd] = data
+
+    def unregister(self, fileobj: Any) -> None:
+        fd = self._fd(fileobj)
+        del self._data[fd]
+        if self._ep is not None:
+            with contextlib.suppress(OSError):
+                self._ep.unregister(fd)
+        else:
+            assert self._sel is not None
+            with contextlib.suppress(KeyError, ValueError):
+                self._sel.unregister(fd)
+
+    def select(self, timeout: float | None) -> list[tuple[Any, int]]:
+        if self._ep is None:
+            assert self._sel is not None
+            return [(key.data, mask) for key, mask in self._sel.select(timeout)]
+        try:
+            ready = self._ep.poll(-1 if timeout is None else timeout)
+        except InterruptedError:
+            return []
+        data = self._data
+        out = []
+        for fd, ev in ready:
+            item = data.get(fd)
+            if item is None:
+                continue
+            # As selectors does: an error or hang-up wakes both a reader and a writer.
+            mask = (WRITE if ev & ~select.EPOLLIN else 0) | (READ if ev & ~select.EPOLLOUT else 0)
+            out.append((item, mask))
+        return out
+
+    def close(self) -> None:
+        if self._ep is not None:
+            self._ep.close()
+        elif self._sel is not None:
+            self._sel.close()
+
+
 class Server:
     """Single-threaded selector loop serving authenticated peers (see the module docstring)."""
 
@@ -551,7 +640,7 @@ class Server:
         self.on_close = on_close
         self.max_frame = max_frame
         self.handshake_timeout = handshake_timeout
-        self.sel = selectors.DefaultSelector()
+        self.sel = _Poller()
         self.peers: dict[int, Peer] = {}
         self.listeners: list[socket.socket] = []
         self.timers: list[tuple[float, int, Callable[[], None]]] = []
@@ -569,7 +658,7 @@ class Server:
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
-        self.sel.register(self._wake_r, selectors.EVENT_READ, ("fd", self._drain_wake))
+        self.sel.register(self._wake_r, READ, ("fd", self._drain_wake))
 
     def _drain_wake(self) -> None:
         with contextlib.suppress(OSError):
@@ -579,10 +668,10 @@ class Server:
     def add_listener(self, sock: socket.socket) -> None:
         sock.setblocking(False)
         self.listeners.append(sock)
-        self.sel.register(sock, selectors.EVENT_READ, ("listen", sock))
+        self.sel.register(sock, READ, ("listen", sock))
 
     def add_reader(self, fd: int, callback: Callable[[], None]) -> None:
-        self.sel.register(fd, selectors.EVENT_READ, ("fd", callback))
+        self.sel.register(fd, READ, ("fd", callback))
 
     def remove_reader(self, fd: int) -> None:
         with contextlib.suppress(KeyError, ValueError):
@@ -594,7 +683,7 @@ class Server:
         peer = Peer(sock, self.max_frame, self._next_peer_id, self.alloc)
         self._next_peer_id += 1
         self.peers[peer.fd] = peer
-        self.sel.register(sock, selectors.EVENT_READ, ("peer", peer))
+        self.sel.register(sock, READ, ("peer", peer))
         if authed:
             peer.authed = True
         elif isinstance(sock, ssl.SSLSocket) and sock.server_side:
@@ -626,7 +715,7 @@ class Server:
     def _want_write(self, peer: Peer, want: bool) -> None:
         if peer.want_write != want:
             peer.want_write = want
-            events = selectors.EVENT_READ | (selectors.EVENT_WRITE if want else 0)
+            events = READ | (WRITE if want else 0)
             with contextlib.suppress(KeyError, ValueError):
                 self.sel.modify(peer.sock, events, ("peer", peer))
 
@@ -680,7 +769,7 @@ class Server:
         except (BlockingIOError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
             if not peer.want_write:
                 peer.want_write = True
-                self.sel.modify(peer.sock, selectors.EVENT_READ | selectors.EVENT_WRITE,
+                self.sel.modify(peer.sock, READ | WRITE,
                                 ("peer", peer))
             return
         except OSError:
@@ -690,7 +779,7 @@ class Server:
             # Drained: stop asking for writability (only then: it is a system call).
             peer.want_write = False
             with contextlib.suppress(KeyError, ValueError):
-                self.sel.modify(peer.sock, selectors.EVENT_READ, ("peer", peer))
+                self.sel.modify(peer.sock, READ, ("peer", peer))
 
     # -- the loop --
     def run(self) -> None:
@@ -699,12 +788,11 @@ class Server:
             if self.timers:
                 timeout = max(0.0, self.timers[0][0] - time.monotonic())
             events = self.sel.select(timeout)
-            for key, mask in events:
-                kind, obj = key.data
+            for (kind, obj), mask in events:
                 if kind == "peer":
-                    if mask & selectors.EVENT_WRITE:
+                    if mask & WRITE:
                         self._write(obj)
-                    if mask & selectors.EVENT_READ:
+                    if mask & READ:
                         self._read(obj)
                 elif kind == "listen":
                     self._accept(obj)

@@ -68,3 +68,37 @@ def test_history_is_bounded() -> None:
     for i in range(25):
         bus.publish(_rec(i))
     assert len(bus.recent()) == 10 and bus.recent(2)[-1].object_id == "18"  # type: ignore[attr-defined]
+
+
+def test_deferred_records_are_built_when_read_and_keep_their_order() -> None:
+    bus = events.EventBus()
+    built: list[int] = []
+
+    def make(t: float, i: int) -> events.Event:
+        built.append(i)
+        return events.ObjectFreed(t, f"{i:x}")
+
+    bus.publish(_rec(1))
+    bus.publish_later(make, (2.0, 2))
+    bus.publish(_rec(3))
+    assert built == []  # nothing read yet: nothing built
+    got = bus.recent()
+    assert [e.object_id for e in got] == ["1", "2", "3"]  # type: ignore[attr-defined]
+    assert built == [2] and got[1].time == 2.0
+
+    delivered: list[events.Event] = []
+    done = threading.Event()
+
+    def cb(batch: list[events.Event]) -> None:
+        delivered.extend(batch)
+        if len(delivered) >= 2:
+            done.set()
+
+    unsub = bus.subscribe(cb)
+    bus.publish_later(make, (4.0, 4))
+    bus.publish(_rec(5))
+    assert done.wait(5)
+    assert [type(e) for e in delivered] == [events.ObjectFreed, events.ObjectFreed]
+    assert [e.object_id for e in delivered] == ["4", "5"]  # type: ignore[attr-defined]
+    unsub()
+    bus.close()

@@ -26,6 +26,45 @@ def test_frame_reader_splits_and_limits() -> None:
         reader.feed(struct.pack("!I", 5000) + b"x")
 
 
+def test_frame_reader_whole_frames_one_at_a_time() -> None:
+    reader = transport.FrameReader(limit=1000)
+    for i in range(3):  # each read one whole frame: decoded where it lies
+        assert reader.feed(memoryview(transport.encode([("m", i)]))) == [[("m", i)]]
+    assert not reader.buf
+    big = transport.encode([("x" * 2000,)])
+    with pytest.raises(transport.TransportError, match="exceeds"):
+        reader.feed(big)
+
+
+def test_poller_reports_readiness_and_forgets_numbers_closed_behind_its_back() -> None:
+    poller = transport._Poller()
+    a, b = socket.socketpair()
+    try:
+        poller.register(a, transport.READ, "a")
+        assert poller.select(0) == []
+        b.send(b"x")
+        assert poller.select(1) == [("a", transport.READ)]
+        poller.modify(a, transport.READ | transport.WRITE, "a2")
+        assert poller.select(1) == [("a2", transport.READ | transport.WRITE)]
+        poller.unregister(a)
+        assert poller.select(0) == []
+        # A number reused after a close that skipped unregister is registered again.
+        fd = a.fileno()
+        poller.register(fd, transport.READ, "old")
+        a.close()
+        c, d = socket.socketpair()
+        try:
+            poller.register(c, transport.READ, "new")
+            d.send(b"y")
+            assert poller.select(1) == [("new", transport.READ)]
+        finally:
+            c.close()
+            d.close()
+    finally:
+        b.close()
+        poller.close()
+
+
 def test_frame_reader_rejects_garbage_and_non_lists() -> None:
     with pytest.raises(transport.TransportError, match="malformed"):
         transport.FrameReader().feed(struct.pack("!I", 4) + b"\xff\xfe\xfd\xfc")
