@@ -210,12 +210,34 @@ class EventsDropped(Event):
 
 
 Callback = Callable[[list[Event]], None]
-# A record not built yet: (make, args), with make(*args) -> Event.
-Deferred = tuple[Callable[..., Event], tuple]
+class Deferred:
+    """A record not built yet: ``make(*args)``, built once, on the first read (so every
+    reader, `recent` and subscribers alike, gets the same object: readers that see a record
+    twice around subscribing recognise it by identity)."""
+
+    __slots__ = ("make", "args", "event")
+
+    def __init__(self, make: Callable[..., Event], args: tuple) -> None:
+        self.make = make
+        self.args = args
+        self.event: Event | None = None
+
+    def build(self) -> Event:
+        event = self.event
+        if event is None:
+            with _build_lock:  # two readers at once still get one object
+                event = self.event
+                if event is None:
+                    event = self.event = self.make(*self.args)
+                    self.args = ()
+        return event
+
+
+_build_lock = threading.Lock()
 
 
 def _built(item: Event | Deferred) -> Event:
-    return item if isinstance(item, Event) else item[0](*item[1])
+    return item if isinstance(item, Event) else item.build()
 
 
 class EventBus:
@@ -243,7 +265,7 @@ class EventBus:
 
     def publish_later(self, make: Callable[..., Event], args: tuple) -> None:
         """Publish the record ``make(*args)``, built only when it is read."""
-        self.publish((make, args))
+        self.publish(Deferred(make, args))
 
     def recent(self, n: int | None = None) -> list[Event]:
         items = list(self._history)
@@ -350,4 +372,4 @@ def publish(event: Event) -> None:
 
 def publish_later(make: Callable[..., Event], args: tuple) -> None:
     """`publish` of ``make(*args)``, built when read (see the module docstring)."""
-    _bus.publish((make, args))
+    _bus.publish(Deferred(make, args))

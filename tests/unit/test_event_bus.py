@@ -102,3 +102,20 @@ def test_deferred_records_are_built_when_read_and_keep_their_order() -> None:
     assert [e.object_id for e in delivered] == ["4", "5"]  # type: ignore[attr-defined]
     unsub()
     bus.close()
+
+
+def test_a_deferred_record_is_one_object_for_every_reader() -> None:
+    bus = events.EventBus()
+    got: list[events.Event] = []
+    done = threading.Event()
+
+    def cb(batch: list[events.Event]) -> None:
+        got.extend(batch)
+        done.set()
+
+    unsub = bus.subscribe(cb)
+    bus.publish_later(events.ObjectFreed, (1.0, "a"))
+    assert done.wait(5)
+    assert got[0] is bus.recent()[0] is bus.recent()[-1]
+    unsub()
+    bus.close()
