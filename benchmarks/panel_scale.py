@@ -15,6 +15,9 @@ What runs: a notebook cell submits a three-stage DAG (``inc`` -> ``double`` -> `
 - **lag**: each time the panel finishes rendering a kernel message, ``now - message time``
   (the kernel stamps each snapshot/delta with its wall clock when it takes it; kernel and
   browser share this machine's clock);
+- **behind**: just before each render, ``now - the time of the message on screen until then``:
+  how far behind the kernel the view was at its stalest (it includes the time between
+  messages, so it is the figure to hold against "at most ~250 ms behind");
 - **arrival**: the same difference when each message reaches the page (before the panel handles
   it): the part of the lag spent in the kernel, the server and the websocket;
 - **catch-up**: the cell prints the kernel's clock when ``get`` returned; the time until the
@@ -90,9 +93,16 @@ INSTRUMENT = """() => {
             b.longtasks.push([(performance.timeOrigin + e.startTime) / 1000, e.duration]);
         }
     }).observe({type: 'longtask'});
+    // Until this render the view showed the state of the previous message: how far behind the
+    // kernel the view was just before it caught up again.
+    b.behind = [];
+    let shown = 0;
     new MutationObserver(() => {
         const t = Number(panel.dataset.renderedTime);
-        if (t > 0) { b.lags.push([Date.now() / 1000, Date.now() / 1000 - t]); }
+        const now = Date.now() / 1000;
+        if (t > 0) { b.lags.push([now, now - t]); }
+        if (t > 0 && shown > 0 && t !== shown) { b.behind.push([now, now - shown]); }
+        if (t > 0) { shown = t; }
     }).observe(panel, {attributes: true, attributeFilter: ['data-rendered-time']});
 }"""
 
@@ -101,7 +111,8 @@ STOP = """() => {
     b.running = false;
     const canvas = document.querySelector('#nbdist-panel .nbdist-graph-canvas');
     canvas.dispatchEvent(new PointerEvent('pointerup', {bubbles: true, pointerId: 1}));
-    return {frames: b.frames, lags: b.lags, received: b.received, longtasks: b.longtasks};
+    return {frames: b.frames, lags: b.lags, received: b.received, longtasks: b.longtasks,
+            behind: b.behind};
 }"""
 
 ALL_FINISHED = """(n) => {
@@ -250,6 +261,11 @@ def main() -> None:
                 "idle_interaction": frame_stats(data["frames"], (idle_from, idle_to)),
                 "run_interaction": frame_stats(data["frames"], run),
                 **lag_stats(data["lags"], run),
+                # (from the first message of the run on: before it the view had nothing to
+                # catch up with)
+                "behind": {f"behind_{k}": v for k, v in lag_stats(
+                    [[at, lag] for at, lag in data["behind"] if at - lag >= started],
+                    run).items()},
                 "received": {f"arrival_{k}": v for k, v in
                              lag_stats(data["received"], run).items()},
             }

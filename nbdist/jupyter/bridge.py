@@ -7,7 +7,11 @@
 
 Threads: the comm callbacks (open, message, close) run on the kernel's shell thread; records
 arrive on nbdist's event dispatcher thread; deltas leave from our sender thread (ipykernel's
-iopub socket may be written from any thread). ``_model_lock`` guards the model;
+iopub socket may be written from any thread), and also from the dispatcher thread while it
+works through a long backlog of records: it applies them ``CHUNK`` at a time and, between
+chunks, sends a delta when one is due (``interval`` passed, or ``BIG_DELTA`` tasks changed).
+A busy run thus keeps the panel's cadence and its messages small, instead of a delta waiting
+for a whole backlog to be applied. ``_model_lock`` guards the model;
 ``_send_lock`` guards the list of comms and orders messages, so a comm never receives a delta
 taken before the snapshot it was just sent (a later delta only repeats changes, which is
 harmless: deltas carry full records).
@@ -45,6 +49,8 @@ log = logging.getLogger(__name__)
 
 TARGET = "nbdist"
 INTERVAL_S = 0.1  # at most ~10 deltas a second: the panel cannot show more
+CHUNK = 2_000  # records applied per hold of the model lock
+BIG_DELTA = 400  # task and object records changed since the last delta: the next is due now
 SPILLED_S = 1.0  # how often the node is asked which objects it has spilled to disk
 
 
@@ -68,6 +74,7 @@ class Hub:
         self._thread: threading.Thread | None = None
         self._nodes_asked: set[str] = set()
         self._spilled_at = 0.0
+        self._sent_at = 0.0  # monotonic time of the last delta taken
 
     @property
     def subscribed(self) -> bool:
@@ -113,14 +120,20 @@ class Hub:
 
     # ------------------------------------------------------------ events (dispatcher thread)
     def on_events(self, batch: list[events.Event]) -> None:
-        with self._model_lock:
-            if self._replayed:
-                fresh = [e for e in batch if id(e) not in self._replayed]
-                if fresh:
-                    # Past the replay window: from here on every record is new.
-                    self._replayed, self._replay_keepalive = set(), []
-                batch = fresh
-            self._model.apply(batch)
+        for start in range(0, len(batch), CHUNK):
+            part = batch[start:start + CHUNK]
+            with self._model_lock:
+                if self._replayed:
+                    fresh = [e for e in part if id(e) not in self._replayed]
+                    if fresh:
+                        # Past the replay window: from here on every record is new.
+                        self._replayed, self._replay_keepalive = set(), []
+                    part = fresh
+                self._model.apply(part)
+                big = self._model.changed_tasks() >= BIG_DELTA
+            more = start + CHUNK < len(batch)
+            if big or (more and time.monotonic() - self._sent_at >= self.interval):
+                self._send_delta(wait=False)
 
     # ------------------------------------------------------------ lifecycle
     def _subscribe(self) -> None:
@@ -164,15 +177,24 @@ class Hub:
 
     def flush(self) -> None:
         """Send the changes since the last delta to every open comm (if anything changed)."""
-        with self._send_lock:
+        if not self._comms:
+            return
+        self._describe_nodes()
+        self._poll_spilled()
+        self._send_delta(wait=True)
+
+    def _send_delta(self, wait: bool) -> None:
+        """Take a delta and send it (``wait=False``: unless another thread is sending one)."""
+        if not self._send_lock.acquire(blocking=wait):
+            return
+        try:
             if not self._comms:
                 return
-            self._describe_nodes()
-            self._poll_spilled()
             with self._model_lock:
                 self._model.set_cluster(nbdist.is_initialized())
                 self._model.ref_count = self._driver_refs
                 delta = self._model.take_delta()
+                self._sent_at = time.monotonic()
             if delta is None:
                 return
             for comm in list(self._comms):
@@ -181,6 +203,8 @@ class Hub:
                 except Exception:
                     log.exception("nbdist comm %s failed; dropping it", comm.comm_id)
                     self._comms.remove(comm)
+        finally:
+            self._send_lock.release()
 
     def _driver_refs(self, object_id: str) -> int | None:
         client = runtime._client

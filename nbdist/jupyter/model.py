@@ -289,6 +289,13 @@ class Model:
             "totals": dict(self._totals),
         }
 
+    def changed_tasks(self) -> int:
+        """How many task and object records the next delta carries (none once grouped: then
+        a delta's size is bounded by the number of groups)."""
+        if self.grouped:
+            return 0
+        return len(self._dirty.tasks) + len(self._dirty.objects)
+
     def take_delta(self) -> Json | None:
         """Everything changed since the previous call, or None if nothing did.
 

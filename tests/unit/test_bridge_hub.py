@@ -1,0 +1,52 @@
+"""The comm bridge's hub, without a kernel: a long backlog of records leaves as several small
+deltas while it is applied, and nothing is lost between them."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from nbdist import events
+from nbdist.jupyter import bridge
+
+
+class RecordingComm:
+    comm_id = "test"
+
+    def __init__(self) -> None:
+        self.sent: list[dict[str, Any]] = []
+
+    def send(self, data: dict[str, Any]) -> None:
+        self.sent.append(data)
+
+
+def test_a_backlog_leaves_in_several_deltas_and_all_tasks_arrive(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bridge, "CHUNK", 200)
+    hub = bridge.Hub(interval=60.0)  # no timer-driven delta during the test
+    comm = RecordingComm()
+    hub._comms.append(comm)
+    now = time.time()
+    batch: list[events.Event] = [
+        events.TaskSubmitted(now, f"{i:018x}", "f", (), (f"{i + 1:018x}",), None)
+        for i in range(0, 3000, 2)]  # 1,500 tasks: below the grouping threshold
+    hub.on_events(batch)
+    during = len(comm.sent)
+    assert during >= 3, "a long backlog should not wait for the whole batch"
+    assert all(len(d["tasks"]) <= bridge.BIG_DELTA + 200 for d in comm.sent)
+    hub.flush()
+    seen = {tid for d in comm.sent for tid in d["tasks"]}
+    assert seen == {e.task_id for e in batch}  # type: ignore[attr-defined]
+    assert [d["seq"] for d in comm.sent] == sorted(d["seq"] for d in comm.sent)
+
+
+def test_a_small_batch_waits_for_the_sender(monkeypatch: pytest.MonkeyPatch) -> None:
+    hub = bridge.Hub(interval=60.0)
+    comm = RecordingComm()
+    hub._comms.append(comm)
+    hub.on_events([events.TaskSubmitted(time.time(), "a" * 18, "f", (), ("b" * 18,), None)])
+    assert comm.sent == []
+    hub.flush()
+    assert len(comm.sent) == 1 and list(comm.sent[0]["tasks"]) == ["a" * 18]
