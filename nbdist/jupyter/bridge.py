@@ -1,17 +1,19 @@
 """The kernel side of the panel's comm: target "nbdist", a snapshot on open, then deltas.
 
     nbdist.events ──batches──▶ Hub.on_events ──▶ Model (model.py)
-    sender thread, every INTERVAL_S ──▶ Model.take_delta() ──comm_msg──▶ every open comm
+    sender thread, every INTERVAL_S (and the dispatcher thread, when a delta is due)
+        ──▶ Model.take_delta() ──comm_msg──▶ every open comm
     frontend: comm_open {"schema": N} ──▶ snapshot (or an error if N differs)
               {"type": "request_snapshot"} ──▶ snapshot
 
 Threads: the comm callbacks (open, message, close) run on the kernel's shell thread; records
 arrive on nbdist's event dispatcher thread; deltas leave from our sender thread (ipykernel's
-iopub socket may be written from any thread), and also from the dispatcher thread while it
-works through a long backlog of records: it applies them ``CHUNK`` at a time and, between
-chunks, sends a delta when one is due (``interval`` passed, or ``BIG_DELTA`` tasks changed).
-A busy run thus keeps the panel's cadence and its messages small, instead of a delta waiting
-for a whole backlog to be applied. ``_model_lock`` guards the model;
+iopub socket may be written from any thread), and also from the dispatcher thread: it applies
+records ``CHUNK`` at a time and after each chunk sends a delta itself when one is due
+(``interval`` passed, or ``BIG_DELTA`` records changed). A busy run thus keeps the panel's
+cadence and its messages small: a delta neither waits for a whole backlog to be applied nor
+for the sender thread's next turn. The sender thread covers the rest (the cluster flag, node
+descriptions, spilled objects, and changes when no records arrive). ``_model_lock`` guards the model;
 ``_send_lock`` guards the list of comms and orders messages, so a comm never receives a delta
 taken before the snapshot it was just sent (a later delta only repeats changes, which is
 harmless: deltas carry full records).
@@ -131,8 +133,7 @@ class Hub:
                     part = fresh
                 self._model.apply(part)
                 big = self._model.changed_tasks() >= BIG_DELTA
-            more = start + CHUNK < len(batch)
-            if big or (more and time.monotonic() - self._sent_at >= self.interval):
+            if big or time.monotonic() - self._sent_at >= self.interval:
                 self._send_delta(wait=False)
 
     # ------------------------------------------------------------ lifecycle

@@ -42,11 +42,17 @@ def test_a_backlog_leaves_in_several_deltas_and_all_tasks_arrive(
     assert [d["seq"] for d in comm.sent] == sorted(d["seq"] for d in comm.sent)
 
 
-def test_a_small_batch_waits_for_the_sender(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_small_batches_leave_at_most_once_per_interval() -> None:
     hub = bridge.Hub(interval=60.0)
     comm = RecordingComm()
     hub._comms.append(comm)
-    hub.on_events([events.TaskSubmitted(time.time(), "a" * 18, "f", (), ("b" * 18,), None)])
-    assert comm.sent == []
-    hub.flush()
+
+    def submitted(tid: str) -> list[events.Event]:
+        return [events.TaskSubmitted(time.time(), tid * 18, "f", (), ("f" * 18,), None)]
+
+    hub.on_events(submitted("a"))  # nothing sent for an interval: this one goes at once
     assert len(comm.sent) == 1 and list(comm.sent[0]["tasks"]) == ["a" * 18]
+    hub.on_events(submitted("b"))  # within the interval: it waits for the sender thread
+    assert len(comm.sent) == 1
+    hub.flush()
+    assert len(comm.sent) == 2 and list(comm.sent[1]["tasks"]) == ["b" * 18]
