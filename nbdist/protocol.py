@@ -90,6 +90,9 @@ S_TASK_ID = 0
 S_FID = 1
 S_NAME = 2
 S_ARGS = 3
+# S_ARGS is the pickled (args, kwargs) with top-level refs as placeholders, b"" for no
+# arguments, or this marker when the arguments are exactly the deps, in order.
+ARGS_ALL_DEPS = b"D"
 S_DEPS = 4
 S_NRET = 5
 S_RESOURCES = 6

@@ -104,6 +104,10 @@ class _Dep:
         return (_Dep, (self.index,))
 
 
+# Arguments that are refs travel as placeholders: simple to pickle (see serialization._plain).
+serialization.register_plain(_Dep)
+
+
 class _Flag:
     """What a waiter waits on: waits pump the connection themselves (`CoreClient._pump_until`)
     and only look at the flag, so no condition variable is needed."""
@@ -353,6 +357,9 @@ class CoreClient:
         Returns (blob, dep ids, contained ids, refs to keep alive until submitted)."""
         if not args and not kwargs:
             return b"", (), (), []
+        if not kwargs and all(type(a) is ObjectRef for a in args):
+            # Only refs (f.remote(x), g.remote(x, y)): the values, in order, are the deps.
+            return P.ARGS_ALL_DEPS, tuple(a.id for a in args), (), []
         deps: list[int] = []
         keep: list[ObjectRef] = []
 

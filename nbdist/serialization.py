@@ -57,7 +57,13 @@ context = SerializationContext()
 # Values made only of these (at most two levels of small tuples, lists and str-keyed dicts)
 # pickle the same with the C pickler as with cloudpickle, without building a cloudpickle
 # Pickler: most results (None, numbers, short strings) and many argument lists.
-_PLAIN_TYPES = frozenset({type(None), bool, int, float, complex, str, bytes})
+_PLAIN_TYPES = {type(None), bool, int, float, complex, str, bytes}
+
+
+def register_plain(kind: type) -> None:
+    """Let values of ``kind`` (a module-level class that pickles by value and holds no refs)
+    take the C pickler's path."""
+    _PLAIN_TYPES.add(kind)
 
 
 def _plain(value: Any, depth: int = 2) -> bool:

@@ -171,6 +171,9 @@ class Worker:
         blob = spec[P.S_ARGS]
         if not blob:
             return [], {}
+        if blob == P.ARGS_ALL_DEPS:
+            value = self.client.value
+            return [value(loc) for loc in dep_locs], {}
         args, kwargs = serialization.loads(blob)
         if dep_locs:
             values = [self.client.value(loc) for loc in dep_locs]
