@@ -2,8 +2,8 @@
 
 Producers (the driver runtime) call `publish(record)`: an append to a bounded deque, nothing
 else, so tracing costs little on the hot path. On the hottest paths they call
-`publish_later(make, args)` instead: the record is built (``make(*args)``, ids formatted) only
-when a subscriber or `recent` reads it, off the caller's critical path. A single dispatcher thread, started on the first
+`publish_later(make, args)` instead: with no subscriber the record is built (``make(*args)``,
+ids formatted) only when `recent` reads it, off the caller's critical path. A single dispatcher thread, started on the first
 `subscribe`, hands each subscriber the records in batches (a list per call), at most every
 ``BATCH_INTERVAL_S``. A subscriber that falls more than ``MAX_BACKLOG`` records behind gets an
 `EventsDropped` summary instead of the records it missed: a slow consumer never slows the engine.
@@ -264,9 +264,11 @@ class EventBus:
             pending.append(event)
 
     def publish_later(self, make: Callable[..., Event], args: tuple) -> None:
-        """Publish the record ``make(*args)``, built only when it is read (by `recent`, or
-        by the dispatcher thread for subscribers, in the time the publisher leaves free)."""
-        self.publish(Deferred(make, args))
+        """Publish the record ``make(*args)``: built when it is read, or now if anyone
+        subscribes. Then the dispatcher thread, which feeds live views, has less to do: left
+        to build them as well, it fell more than ``MAX_BACKLOG`` records behind a
+        100,000-task run."""
+        self.publish(make(*args) if self._subs else Deferred(make, args))
 
     def recent(self, n: int | None = None) -> list[Event]:
         items = list(self._history)
