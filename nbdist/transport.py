@@ -569,22 +569,20 @@ class _Poller:
             # A number left by a file closed without `unregister`: the kernel has forgotten
             # it; so do we.
             self.unregister(fd)
-        if self._ep is not None:
-            self._ep.register(fd, self._mask(events))
-        else:
-            assert self._sel is not None
-            self._sel.register(fd, events, data)
-        self._data[fd] = data
+        self._set(fd, events, data, new=True)
 
     def modify(self, fileobj: Any, events: int, data: Any) -> None:
         fd = self._fd(fileobj)
         if fd not in self._data:
             raise KeyError(f"{fd} is not registered")
+        self._set(fd, events, data, new=False)
+
+    def _set(self, fd: int, events: int, data: Any, new: bool) -> None:
         if self._ep is not None:
-            self._ep.modify(fd, self._mask(events))
+            (self._ep.register if new else self._ep.modify)(fd, self._mask(events))
         else:
             assert self._sel is not None
-            self._sel.modify(fd, events, data)
+            (self._sel.register if new else self._sel.modify)(fd, events, data)
         self._data[fd] = data
 
     def unregister(self, fileobj: Any) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 from nbdist import events
 
@@ -17,16 +18,23 @@ def test_records_are_typed_and_versioned() -> None:
     assert rec.kind == "task_submitted" and rec.version == events.EVENT_VERSION
 
 
-def test_subscriber_gets_batches_in_order() -> None:
-    bus = events.EventBus()
+def _collector(n: int) -> tuple[Callable[[list[events.Event]], None], list[events.Event],
+                                threading.Event]:
+    """A subscriber callback that keeps what it gets; the event is set once ``n`` arrived."""
     got: list[events.Event] = []
     done = threading.Event()
 
     def cb(batch: list[events.Event]) -> None:
         got.extend(batch)
-        if len(got) >= 100:
+        if len(got) >= n:
             done.set()
 
+    return cb, got, done
+
+
+def test_subscriber_gets_batches_in_order() -> None:
+    bus = events.EventBus()
+    cb, got, done = _collector(100)
     unsub = bus.subscribe(cb)
     for i in range(100):
         bus.publish(_rec(i))
@@ -86,14 +94,7 @@ def test_deferred_records_are_built_when_read_and_keep_their_order() -> None:
     assert [e.object_id for e in got] == ["1", "2", "3"]  # type: ignore[attr-defined]
     assert built == [2] and got[1].time == 2.0
 
-    delivered: list[events.Event] = []
-    done = threading.Event()
-
-    def cb(batch: list[events.Event]) -> None:
-        delivered.extend(batch)
-        if len(delivered) >= 2:
-            done.set()
-
+    cb, delivered, done = _collector(2)
     unsub = bus.subscribe(cb)
     bus.publish_later(make, (4.0, 4))
     bus.publish(_rec(5))
@@ -106,16 +107,13 @@ def test_deferred_records_are_built_when_read_and_keep_their_order() -> None:
 
 def test_a_deferred_record_is_one_object_for_every_reader() -> None:
     bus = events.EventBus()
-    got: list[events.Event] = []
-    done = threading.Event()
-
-    def cb(batch: list[events.Event]) -> None:
-        got.extend(batch)
-        done.set()
-
+    bus.publish_later(events.ObjectFreed, (1.0, "a"))  # nobody subscribes: built when read
+    first = bus.recent()[0]
+    assert first is bus.recent()[-1]
+    cb, got, done = _collector(1)
     unsub = bus.subscribe(cb)
-    bus.publish_later(events.ObjectFreed, (1.0, "a"))
+    bus.publish_later(events.ObjectFreed, (2.0, "b"))  # a subscriber: built at once
     assert done.wait(5)
-    assert got[0] is bus.recent()[0] is bus.recent()[-1]
+    assert got[0] is bus.recent()[-1] and bus.recent()[0] is first
     unsub()
     bus.close()
