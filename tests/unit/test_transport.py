@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from nbdist import transport
+from nbdist import poller, transport
 
 SECRET = b"s" * 32
 
@@ -37,32 +37,32 @@ def test_frame_reader_whole_frames_one_at_a_time() -> None:
 
 
 def test_poller_reports_readiness_and_forgets_numbers_closed_behind_its_back() -> None:
-    poller = transport._Poller()
+    fds = poller.Poller()
     a, b = socket.socketpair()
     try:
-        poller.register(a, transport.READ, "a")
-        assert poller.select(0) == []
+        fds.register(a, poller.READ, "a")
+        assert fds.select(0) == []
         b.send(b"x")
-        assert poller.select(1) == [("a", transport.READ)]
-        poller.modify(a, transport.READ | transport.WRITE, "a2")
-        assert poller.select(1) == [("a2", transport.READ | transport.WRITE)]
-        poller.unregister(a)
-        assert poller.select(0) == []
+        assert fds.select(1) == [("a", poller.READ)]
+        fds.modify(a, poller.READ | poller.WRITE, "a2")
+        assert fds.select(1) == [("a2", poller.READ | poller.WRITE)]
+        fds.unregister(a)
+        assert fds.select(0) == []
         # A number reused after a close that skipped unregister is registered again.
         fd = a.fileno()
-        poller.register(fd, transport.READ, "old")
+        fds.register(fd, poller.READ, "old")
         a.close()
         c, d = socket.socketpair()
         try:
-            poller.register(c, transport.READ, "new")
+            fds.register(c, poller.READ, "new")
             d.send(b"y")
-            assert poller.select(1) == [("new", transport.READ)]
+            assert fds.select(1) == [("new", poller.READ)]
         finally:
             c.close()
             d.close()
     finally:
         b.close()
-        poller.close()
+        fds.close()
 
 
 def test_frame_reader_rejects_garbage_and_non_lists() -> None:
