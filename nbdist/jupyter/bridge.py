@@ -13,10 +13,11 @@ records ``CHUNK`` at a time and after each chunk sends a delta itself when one i
 (``interval`` passed, or ``BIG_DELTA`` records changed). A busy run thus keeps the panel's
 cadence and its messages small: a delta neither waits for a whole backlog to be applied nor
 for the sender thread's next turn. The sender thread covers the rest (the cluster flag, node
-descriptions, spilled objects, and changes when no records arrive). ``_model_lock`` guards the model;
-``_send_lock`` guards the list of comms and orders messages, so a comm never receives a delta
-taken before the snapshot it was just sent (a later delta only repeats changes, which is
-harmless: deltas carry full records).
+descriptions, spilled objects, and changes when no records arrive).
+
+``_model_lock`` guards the model; ``_send_lock`` guards the list of comms and orders messages,
+so a comm never receives a delta taken before the snapshot it was just sent (a later delta only
+repeats changes, which is harmless: deltas carry full records).
 
 Whether a cluster runs is not an event: the sender thread asks ``nbdist.is_initialized()`` each
 interval (a flag read) so the panel can tell "no cluster yet" from "an idle cluster".
