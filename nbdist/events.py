@@ -5,8 +5,9 @@ else, so tracing costs little on the hot path. On the hottest paths they call
 `publish_later(make, args)` instead: with no subscriber the record is built (``make(*args)``,
 ids formatted) only when `recent` reads it, off the caller's critical path. A single
 dispatcher thread, started on the first `subscribe`, hands each subscriber the records in
-batches (a list per call), at most every ``BATCH_INTERVAL_S``. A subscriber that falls more than ``MAX_BACKLOG`` records behind gets an
-`EventsDropped` summary instead of the records it missed: a slow consumer never slows the engine.
+batches (a list per call), at most every ``BATCH_INTERVAL_S``. A subscriber that falls more
+than ``MAX_BACKLOG`` records behind gets an `EventsDropped` summary instead of the records it
+missed: a slow consumer never slows the engine.
 
 Every record is a frozen dataclass with ``kind`` (a stable string) and ``version``
 (`EVENT_VERSION`, bumped when a field changes); ``time`` is ``time.time()`` on the driver or the

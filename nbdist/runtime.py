@@ -33,7 +33,7 @@ from typing import Any
 
 from . import events as ev
 from . import protocol as P
-from . import serialization, store, transport
+from . import records, serialization, store, transport
 from .exceptions import (
     ClusterError,
     GetTimeoutError,
@@ -50,36 +50,6 @@ log = logging.getLogger(__name__)
 FLUSH_S = 0.02
 PROGRESS_S = 0.05  # a pending get/wait reports progress at most this often
 _T = time.time
-
-
-# Builders of the records the per-call paths publish with `events.publish_later`: the ids are
-# formatted and the records made only when a subscriber or `events.recent` reads them.
-def _submitted(t: float, task_id: int, name: str, deps: tuple[int, ...], nret: int,
-               actor_id: int, tag: str | None) -> ev.Event:
-    return ev.TaskSubmitted(t, hex_id(task_id), name, tuple(hex_id(d) for d in deps),
-                            tuple(hex_id(task_id + 1 + i) for i in range(nret)), None,
-                            hex_id(actor_id) if actor_id else None, tag)
-
-
-def _wait_begun(t: float, wait_id: int, what: str, oids: list[int], num_returns: int,
-                ready: int, tag: str | None) -> ev.Event:
-    return ev.WaitBegun(t, wait_id, what, tuple(hex_id(o) for o in oids), num_returns, ready,
-                        tag)
-
-
-def _started_record(t: float, task_id: int, name: str, node_id: str, pid: int) -> ev.Event:
-    return ev.TaskStarted(t, hex_id(task_id), name, node_id, pid)
-
-
-def _finished(t: float, task_id: int, name: str, duration: float, node_id: str, pid: int,
-              t0: float) -> ev.Event:
-    return ev.TaskFinished(t, hex_id(task_id), name, duration, node_id, pid, t0)
-
-
-def _created(t: float, oid: int, size: int, node_id: str, owner: int, task_id: int | None,
-             in_shm: bool) -> ev.Event:
-    return ev.ObjectCreated(t, hex_id(oid), size, node_id, hex_id(owner),
-                            hex_id(task_id) if task_id is not None else None, in_shm)
 
 
 class TaskContext(threading.local):
@@ -374,41 +344,22 @@ class CoreClient:
         try:
             parts, size, contained = serialization.dumps((new_args, new_kwargs))
         except Exception as exc:
-            raise self._argument_error(args, kwargs, what, exc) from exc
+            raise serialization.argument_error(args, kwargs, what, exc) from exc
         if size > self.inline_max:
             # Large arguments travel through the object store, not inside the task message.
+            big = serialization.too_big_inline
             for i, value in enumerate(new_args):
-                if not isinstance(value, _Dep) and _big(value, self.inline_max):
+                if not isinstance(value, _Dep) and big(value, self.inline_max):
                     ref = self.put(value)
                     keep.append(ref)
                     new_args[i] = sub(ref)
             for k, value in list(new_kwargs.items()):
-                if not isinstance(value, _Dep) and _big(value, self.inline_max):
+                if not isinstance(value, _Dep) and big(value, self.inline_max):
                     ref = self.put(value)
                     keep.append(ref)
                     new_kwargs[k] = sub(ref)
             parts, size, contained = serialization.dumps((new_args, new_kwargs))
         return serialization.join(parts), tuple(deps), contained, keep
-
-    @staticmethod
-    def _argument_error(args: Sequence[Any], kwargs: dict[str, Any], what: str,
-                        exc: Exception) -> SerializationError:
-        for i, value in enumerate(args):
-            try:
-                serialization.dumps(value)
-            except Exception as inner:
-                return SerializationError(
-                    f"Could not serialize argument {i} of {what} (type "
-                    f"{type(value).__name__}): {inner}. Arguments must be picklable: create "
-                    "such objects inside the task, or pass what is needed to build them.")
-        for key, value in kwargs.items():
-            try:
-                serialization.dumps(value)
-            except Exception as inner:
-                return SerializationError(
-                    f"Could not serialize keyword argument {key!r} of {what} (type "
-                    f"{type(value).__name__}): {inner}. Arguments must be picklable.")
-        return SerializationError(f"Could not serialize the arguments of {what}: {exc}")
 
     def submit(self, fid: int, pickled: bytes | None, name: str, args: Sequence[Any],
                kwargs: dict[str, Any], num_returns: int, resources: tuple | None,
@@ -431,8 +382,8 @@ class CoreClient:
             tag = ev.current_submitter()
             if tag is not None:
                 self._task_tags[task_id] = tag
-            ev.publish_later(_submitted, (_T(), task_id, name, deps, num_returns, actor_id,
-                                          tag))
+            ev.publish_later(records.submitted,
+                             (_T(), task_id, name, deps, num_returns, actor_id, tag))
         self.send(msgs)
         del keep
         return task_id, refs
@@ -558,8 +509,8 @@ class CoreClient:
             wait_id = 0
             if self.mode == P.KIND_DRIVER:
                 wait_id = next(self._wait_ids)
-                ev.publish_later(_wait_begun, (_T(), wait_id, "get", oids, len(oids),
-                                               len(oids) - len(missing), self._tag()))
+                ev.publish_later(records.wait_begun, (_T(), wait_id, "get", oids, len(oids),
+                                                      len(oids) - len(missing), self._tag()))
             ok = self._block(missing, len(missing), timeout,
                              (wait_id, len(oids) - len(missing), len(oids)) if wait_id else None)
             if wait_id:
@@ -710,19 +661,19 @@ class CoreClient:
             self._running.discard(task_id)
         elif t0:
             # It ended before the node's batched started-notice went out.
-            ev.publish_later(_started_record, (t0, task_id, name, node_id, pid))
+            ev.publish_later(records.started, (t0, task_id, name, node_id, pid))
         if ok:
-            ev.publish_later(_finished, (now, task_id, name, t1 - t0, node_id, pid, t0))
+            ev.publish_later(records.finished, (now, task_id, name, t1 - t0, node_id, pid, t0))
             for loc in locs:
                 size = len(loc[1]) if loc[1] is not None else loc[2]
-                ev.publish_later(_created, (now, loc[0], size, node_id, self.client_no,
-                                            task_id, loc[1] is None))
+                ev.publish_later(records.created, (now, loc[0], size, node_id,
+                                                   self.client_no, task_id, loc[1] is None))
         else:
             tid = hex_id(task_id)
             blob = locs[0][1] if locs else None
-            etype, message = _error_summary(blob)
+            etype, message = records.error_summary(blob)
             self.publish(ev.TaskFailed(now, tid, name, etype, message, t1 - t0 if t0 else 0.0,
-                                       pid, t0, _traceback_text(blob)))
+                                       pid, t0, records.traceback_text(blob)))
 
     def _started(self, msg: tuple) -> None:
         if self.mode != P.KIND_DRIVER:
@@ -738,14 +689,14 @@ class CoreClient:
         _, task_id, name, pid, stream, text = msg
         now = _T()
         tag = self._task_tags.get(task_id)
-        records = [ev.Output(now, hex_id(task_id), name, pid, stream, line, tag)
-                   for line in text.splitlines()]
-        for record in records:
+        lines = [ev.Output(now, hex_id(task_id), name, pid, stream, line, tag)
+                 for line in text.splitlines()]
+        for record in lines:
             self.publish(record)
         handler = ev.output_handler()
         if handler is not None:
             try:
-                if handler(records):
+                if handler(lines):
                     return
             except Exception:
                 log.exception("nbdist output handler failed")
@@ -759,49 +710,18 @@ class CoreClient:
                 pass
 
     def _event(self, kind: str, f: dict[str, Any]) -> None:
-        now = _T()
-        if kind == "objects_freed":
-            for oid in f["ids"]:
-                self.publish(ev.ObjectFreed(now, hex_id(oid)))
-        elif kind == "task_submitted":
+        tag = None
+        if kind == "task_submitted":
             tid = f["task_id"]
             self._tasks.setdefault(tid, f["name"])
             tag = self._task_tags.get(f["parent"])
             if tag is not None:
                 self._task_tags[tid] = tag
-            self.publish(ev.TaskSubmitted(
-                now, hex_id(tid), f["name"], tuple(hex_id(d) for d in f["deps"]),
-                tuple(hex_id(tid + 1 + i) for i in range(f["nret"])),
-                hex_id(f["parent"]) if f["parent"] else None,
-                hex_id(f["actor"]) if f["actor"] else None, tag))
-        elif kind == "task_finished":
-            tid = f["task_id"]
-            self._tasks.pop(tid, None)
-            self._task_tags.pop(tid, None)
-            self.publish(ev.TaskFinished(now, hex_id(tid), f["name"], f["t1"] - f["t0"],
-                                         self.node_id, f["pid"], f["t0"]))
-            for oid, size in f["sizes"]:
-                self.publish(ev.ObjectCreated(now, hex_id(oid), size, self.node_id,
-                                              hex_id(tid), hex_id(tid), size > self.inline_max))
-        elif kind == "task_failed":
-            tid = f["task_id"]
-            self._tasks.pop(tid, None)
-            self._task_tags.pop(tid, None)
-            etype, message = _error_summary(f["error"])
-            self.publish(ev.TaskFailed(now, hex_id(tid), f["name"], etype, message,
-                                       f["t1"] - f["t0"], f["pid"], f["t0"],
-                                       _traceback_text(f["error"])))
-        elif kind == "task_retried":
-            self.publish(ev.TaskRetried(now, hex_id(f["task_id"]), f["name"], f["attempt"],
-                                        f["reason"]))
-        elif kind == "actor_restarted":
-            self.publish(ev.ActorRestarted(now, hex_id(f["actor_id"]), f["restarts"]))
-        elif kind == "actor_died":
-            self.publish(ev.ActorDied(now, hex_id(f["actor_id"]), f["reason"]))
-        elif kind == "worker_up":
-            self.publish(ev.WorkerUp(now, self.node_id, f["pid"]))
-        elif kind == "worker_down":
-            self.publish(ev.WorkerDown(now, self.node_id, f["pid"], f["reason"]))
+        elif kind in ("task_finished", "task_failed"):
+            self._tasks.pop(f["task_id"], None)
+            self._task_tags.pop(f["task_id"], None)
+        for record in records.from_node(kind, f, _T(), self.node_id, self.inline_max, tag):
+            self.publish(record)
 
     def _on_close(self, error: BaseException | None) -> None:
         was_closing = self.closed
@@ -833,38 +753,6 @@ class CoreClient:
                 pass
         self.closed = True
         self.conn.close()
-
-
-def _traceback_text(blob: bytes | None) -> str:
-    try:
-        return serialization.error_text(blob)[-8000:] if blob else ""
-    except Exception:
-        return ""
-
-
-def _error_summary(blob: bytes | None) -> tuple[str, str]:
-    if not blob:
-        return "Error", ""
-    try:
-        err = serialization.error_from_blob(blob)
-    except Exception as exc:
-        return type(exc).__name__, str(exc)
-    cause = getattr(err, "cause", None)
-    if cause is not None:
-        return type(cause).__name__, str(cause)
-    return type(err).__name__, str(err).splitlines()[0] if str(err) else ""
-
-
-def _big(value: Any, limit: int) -> bool:
-    nbytes = getattr(value, "nbytes", None)
-    if isinstance(nbytes, int):
-        return nbytes > limit // 2
-    if isinstance(value, (bytes, bytearray, str)):
-        return len(value) > limit // 2
-    try:
-        return serialization.dumps(value)[1] > limit // 2
-    except Exception:
-        return False
 
 
 def _no_publish(event: ev.Event) -> None:

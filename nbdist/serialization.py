@@ -27,7 +27,7 @@ import pickle
 import struct
 import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import cloudpickle
@@ -230,3 +230,37 @@ def check_picklable(value: Any, what: str) -> tuple[bytes, tuple[int, ...]]:
             "Values sent to tasks and actors must be picklable; create such objects "
             "inside the task instead, or pass what is needed to build them."
         ) from exc
+
+
+def argument_error(args: Sequence[Any], kwargs: dict[str, Any], what: str,
+                   exc: Exception) -> SerializationError:
+    """The error for arguments that did not pickle, naming the first one that does not."""
+    for i, value in enumerate(args):
+        try:
+            dumps(value)
+        except Exception as inner:
+            return SerializationError(
+                f"Could not serialize argument {i} of {what} (type "
+                f"{type(value).__name__}): {inner}. Arguments must be picklable: create "
+                "such objects inside the task, or pass what is needed to build them.")
+    for key, value in kwargs.items():
+        try:
+            dumps(value)
+        except Exception as inner:
+            return SerializationError(
+                f"Could not serialize keyword argument {key!r} of {what} (type "
+                f"{type(value).__name__}): {inner}. Arguments must be picklable.")
+    return SerializationError(f"Could not serialize the arguments of {what}: {exc}")
+
+
+def too_big_inline(value: Any, limit: int) -> bool:
+    """Whether an argument is large enough to travel through the object store."""
+    nbytes = getattr(value, "nbytes", None)
+    if isinstance(nbytes, int):
+        return nbytes > limit // 2
+    if isinstance(value, (bytes, bytearray, str)):
+        return len(value) > limit // 2
+    try:
+        return dumps(value)[1] > limit // 2
+    except Exception:
+        return False

@@ -1,0 +1,101 @@
+"""The driver's event records, made from what it does and what its node tells it (layer L2).
+
+The per-call builders (`submitted`, `wait_begun`, `started`, `finished`, `created`) take plain
+ids and are published with `events.publish_later`: ids are formatted and records made only
+when read. `from_node` turns a node's EVENT message (tasks that the driver's tasks submitted,
+objects freed, workers, actors) into records.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import events as ev
+from . import serialization
+from .ids import hex_id
+
+
+def submitted(t: float, task_id: int, name: str, deps: tuple[int, ...], nret: int,
+              actor_id: int, tag: str | None) -> ev.Event:
+    return ev.TaskSubmitted(t, hex_id(task_id), name, tuple(hex_id(d) for d in deps),
+                            tuple(hex_id(task_id + 1 + i) for i in range(nret)), None,
+                            hex_id(actor_id) if actor_id else None, tag)
+
+
+def wait_begun(t: float, wait_id: int, what: str, oids: list[int], num_returns: int,
+               ready: int, tag: str | None) -> ev.Event:
+    return ev.WaitBegun(t, wait_id, what, tuple(hex_id(o) for o in oids), num_returns, ready,
+                        tag)
+
+
+def started(t: float, task_id: int, name: str, node_id: str, pid: int) -> ev.Event:
+    return ev.TaskStarted(t, hex_id(task_id), name, node_id, pid)
+
+
+def finished(t: float, task_id: int, name: str, duration: float, node_id: str, pid: int,
+             t0: float) -> ev.Event:
+    return ev.TaskFinished(t, hex_id(task_id), name, duration, node_id, pid, t0)
+
+
+def created(t: float, oid: int, size: int, node_id: str, owner: int, task_id: int | None,
+            in_shm: bool) -> ev.Event:
+    return ev.ObjectCreated(t, hex_id(oid), size, node_id, hex_id(owner),
+                            hex_id(task_id) if task_id is not None else None, in_shm)
+
+
+def from_node(kind: str, f: dict[str, Any], now: float, node_id: str, inline_max: int,
+              tag: str | None) -> list[ev.Event]:
+    """The records for a node's EVENT message ``(kind, fields)``; ``tag`` is the submitter of
+    a submitted task's root task."""
+    if kind == "objects_freed":
+        return [ev.ObjectFreed(now, hex_id(oid)) for oid in f["ids"]]
+    if kind == "task_submitted":
+        tid = f["task_id"]
+        return [ev.TaskSubmitted(
+            now, hex_id(tid), f["name"], tuple(hex_id(d) for d in f["deps"]),
+            tuple(hex_id(tid + 1 + i) for i in range(f["nret"])),
+            hex_id(f["parent"]) if f["parent"] else None,
+            hex_id(f["actor"]) if f["actor"] else None, tag)]
+    if kind == "task_finished":
+        tid = f["task_id"]
+        out: list[ev.Event] = [ev.TaskFinished(now, hex_id(tid), f["name"], f["t1"] - f["t0"],
+                                               node_id, f["pid"], f["t0"])]
+        out += [ev.ObjectCreated(now, hex_id(oid), size, node_id, hex_id(tid), hex_id(tid),
+                                 size > inline_max) for oid, size in f["sizes"]]
+        return out
+    if kind == "task_failed":
+        etype, message = error_summary(f["error"])
+        return [ev.TaskFailed(now, hex_id(f["task_id"]), f["name"], etype, message,
+                              f["t1"] - f["t0"], f["pid"], f["t0"], traceback_text(f["error"]))]
+    if kind == "task_retried":
+        return [ev.TaskRetried(now, hex_id(f["task_id"]), f["name"], f["attempt"],
+                               f["reason"])]
+    if kind == "actor_restarted":
+        return [ev.ActorRestarted(now, hex_id(f["actor_id"]), f["restarts"])]
+    if kind == "actor_died":
+        return [ev.ActorDied(now, hex_id(f["actor_id"]), f["reason"])]
+    if kind == "worker_up":
+        return [ev.WorkerUp(now, node_id, f["pid"])]
+    if kind == "worker_down":
+        return [ev.WorkerDown(now, node_id, f["pid"], f["reason"])]
+    return []
+
+
+def traceback_text(blob: bytes | None) -> str:
+    try:
+        return serialization.error_text(blob)[-8000:] if blob else ""
+    except Exception:
+        return ""
+
+
+def error_summary(blob: bytes | None) -> tuple[str, str]:
+    if not blob:
+        return "Error", ""
+    try:
+        err = serialization.error_from_blob(blob)
+    except Exception as exc:
+        return type(exc).__name__, str(exc)
+    cause = getattr(err, "cause", None)
+    if cause is not None:
+        return type(cause).__name__, str(cause)
+    return type(err).__name__, str(err).splitlines()[0] if str(err) else ""
