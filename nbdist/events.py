@@ -211,6 +211,8 @@ class EventsDropped(Event):
 
 
 Callback = Callable[[list[Event]], None]
+
+
 class Deferred:
     """A record not built yet: ``make(*args)``, built once, on the first read (so every
     reader, `recent` and subscribers alike, gets the same object: readers that see a record

@@ -16,9 +16,10 @@ from .ids import hex_id
 
 
 def submitted(t: float, task_id: int, name: str, deps: tuple[int, ...], nret: int,
-              actor_id: int, tag: str | None) -> ev.Event:
+              actor_id: int, tag: str | None, parent: int = 0) -> ev.Event:
     return ev.TaskSubmitted(t, hex_id(task_id), name, tuple(hex_id(d) for d in deps),
-                            tuple(hex_id(task_id + 1 + i) for i in range(nret)), None,
+                            tuple(hex_id(task_id + 1 + i) for i in range(nret)),
+                            hex_id(parent) if parent else None,
                             hex_id(actor_id) if actor_id else None, tag)
 
 
@@ -50,19 +51,14 @@ def from_node(kind: str, f: dict[str, Any], now: float, node_id: str, inline_max
     if kind == "objects_freed":
         return [ev.ObjectFreed(now, hex_id(oid)) for oid in f["ids"]]
     if kind == "task_submitted":
-        tid = f["task_id"]
-        return [ev.TaskSubmitted(
-            now, hex_id(tid), f["name"], tuple(hex_id(d) for d in f["deps"]),
-            tuple(hex_id(tid + 1 + i) for i in range(f["nret"])),
-            hex_id(f["parent"]) if f["parent"] else None,
-            hex_id(f["actor"]) if f["actor"] else None, tag)]
+        return [submitted(now, f["task_id"], f["name"], f["deps"], f["nret"], f["actor"], tag,
+                          f["parent"])]
     if kind == "task_finished":
         tid = f["task_id"]
-        out: list[ev.Event] = [ev.TaskFinished(now, hex_id(tid), f["name"], f["t1"] - f["t0"],
-                                               node_id, f["pid"], f["t0"])]
-        out += [ev.ObjectCreated(now, hex_id(oid), size, node_id, hex_id(tid), hex_id(tid),
-                                 size > inline_max) for oid, size in f["sizes"]]
-        return out
+        # Results of a task another task submitted: that task's process holds them.
+        return [finished(now, tid, f["name"], f["t1"] - f["t0"], node_id, f["pid"], f["t0"]),
+                *(created(now, oid, size, node_id, tid, tid, size > inline_max)
+                  for oid, size in f["sizes"])]
     if kind == "task_failed":
         etype, message = error_summary(f["error"])
         return [ev.TaskFailed(now, hex_id(f["task_id"]), f["name"], etype, message,

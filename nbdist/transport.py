@@ -507,8 +507,7 @@ class Server:
         except (BlockingIOError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
             if not peer.want_write:
                 peer.want_write = True
-                self.sel.modify(peer.sock, READ | WRITE,
-                                ("peer", peer))
+                self.sel.modify(peer.sock, READ | WRITE, ("peer", peer))
             return
         except OSError:
             self.drop(peer, "write failed")

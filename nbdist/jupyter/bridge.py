@@ -51,7 +51,7 @@ __all__ = ["SCHEMA_VERSION", "TARGET", "register", "unregister"]
 log = logging.getLogger(__name__)
 
 TARGET = "nbdist"
-INTERVAL_S = 0.1  # at most ~10 deltas a second: the panel cannot show more
+INTERVAL_S = 0.1  # ~10 deltas a second (sooner only for BIG_DELTA before grouping)
 CHUNK = 2_000  # records applied per hold of the model lock
 BIG_DELTA = 400  # task and object records changed since the last delta: the next is due now
 SPILLED_S = 1.0  # how often the node is asked which objects it has spilled to disk
