@@ -1,0 +1,171 @@
+"""What `nbdist.scheduler.NodeState` keeps: its clients, workers, tasks, objects and actors,
+and the NodeIO interface it drives (layer L1)."""
+
+from __future__ import annotations
+
+import collections
+import time
+from typing import Any, Protocol
+
+from . import protocol as P
+
+PENDING, READY = 0, 1
+CPU_ONLY = (("CPU", 1.0),)
+
+
+class Client:
+    """A connected process (driver or worker) as the scheduler sees it."""
+
+    __slots__ = ("peer", "kind", "client_no", "pid", "holds", "worker", "job", "node_index",
+                 "reserved")
+
+    def __init__(self, peer: Any, kind: str, client_no: int, pid: int, job: int) -> None:
+        self.peer = peer
+        self.kind = kind
+        self.client_no = client_no
+        self.pid = pid
+        self.holds: set[int] = set()
+        self.worker: Worker | None = None
+        self.job = job
+        self.node_index = 0  # for a peer node (kind "node"): its index
+        self.reserved: dict[int, int] = {}  # store space granted for objects it will write
+
+
+class Worker:
+    __slots__ = ("pid", "client", "state", "task", "actor", "fns", "blocked", "idle_since")
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.client: Client | None = None
+        self.state = "idle"  # idle | busy | actor | dead
+        self.task: Task | None = None
+        self.actor: Actor | None = None
+        self.fns: set[int] = set()
+        self.blocked = False
+        self.idle_since = time.monotonic()
+
+
+class Task:
+    __slots__ = (
+        "spec", "id", "owner", "missing", "retries_left", "worker", "held", "gpus",
+        "cancelled", "finished", "attempt", "shape", "ready", "dispatched_at", "remote",
+        "no_forward",
+    )
+
+    def __init__(self, spec: tuple, owner: Client) -> None:
+        self.spec = spec
+        self.id: int = spec[P.S_TASK_ID]
+        self.owner = owner
+        self.missing = 0
+        self.retries_left: int = spec[P.S_MAX_RETRIES]
+        self.worker: Worker | None = None
+        self.held: tuple[tuple[str, float], ...] = ()
+        self.gpus: list[int] = []
+        self.cancelled = False
+        self.finished = False
+        self.attempt = 0
+        res = spec[P.S_RESOURCES]
+        self.shape: tuple[tuple[str, float], ...] = CPU_ONLY if res is None else res
+        self.ready = False
+        self.dispatched_at = 0.0
+        self.remote = 0  # index of the node running it for us (0: here)
+        self.no_forward = False  # forwarded here by another node: run it here
+
+    @property
+    def return_ids(self) -> range:
+        return range(self.id + 1, self.id + 1 + self.spec[P.S_NRET])
+
+
+class Obj:
+    __slots__ = ("state", "blob", "shm_size", "count", "subscribers", "waiting", "contained",
+                 "error", "owner_job", "spilled", "used")
+
+    def __init__(self) -> None:
+        self.state = PENDING
+        self.blob: bytes | None = None
+        self.shm_size = 0
+        self.count = 0
+        self.subscribers: list[Client] = []
+        self.waiting: list[Task] = []
+        self.contained: tuple[int, ...] = ()
+        self.error = False
+        self.owner_job = 0
+        self.spilled: str | None = None  # its file on disk while it is spilled
+        self.used = 0  # when it was last needed (the store's clock): spill the oldest first
+
+
+class Actor:
+    __slots__ = ("id", "spec", "state", "worker", "queue", "inflight", "restarts_left",
+                 "count", "detached", "killed", "init_error", "name", "namespace", "held",
+                 "gpus", "job", "restarts", "remote", "host_for")
+
+    def __init__(self, spec: tuple, job: int) -> None:
+        extra = spec[P.S_EXTRA] or {}
+        self.id: int = spec[P.S_ACTOR]
+        self.spec = spec
+        self.state = "pending"  # pending | alive | restarting | dead
+        self.worker: Worker | None = None
+        self.queue: collections.deque[Task] = collections.deque()
+        self.inflight: dict[int, Task] = {}
+        self.restarts_left: int = extra.get("max_restarts", 0)
+        self.restarts = 0
+        self.count = 0
+        self.detached = extra.get("lifetime") == "detached"
+        self.killed = False
+        self.init_error: bytes | None = None
+        self.name: str | None = extra.get("name")
+        self.namespace: str = extra.get("namespace") or ""
+        self.held: tuple[tuple[str, float], ...] = ()
+        self.gpus: list[int] = []
+        self.job = job
+        # The node whose process runs it, when that is another node: for the owner's record
+        # of an actor placed there, and for a stand-in (routes calls to the actor's owner).
+        self.remote = 0
+        self.host_for = 0  # runs here for its owner, node `host_for`
+
+    @classmethod
+    def stand_in(cls, actor_id: int, index: int) -> Actor:
+        """Routes calls to an actor owned by node ``index``, in the order they were made."""
+        actor = cls.__new__(cls)
+        actor.id = actor_id
+        actor.spec = ()
+        actor.state = "remote"
+        actor.worker = None
+        actor.queue = collections.deque()
+        actor.inflight = {}
+        actor.restarts_left = actor.restarts = actor.count = 0
+        actor.detached = actor.killed = False
+        actor.init_error = None
+        actor.name = None
+        actor.namespace = ""
+        actor.held = ()
+        actor.gpus = []
+        actor.job = 0
+        actor.remote = index
+        actor.host_for = 0
+        return actor
+
+
+class NodeIO(Protocol):
+    node_id: str
+    node_pid: int
+
+    def send(self, client: Client, msg: tuple) -> None: ...
+    def spawn_worker(self) -> Worker | None: ...
+    def kill_worker(self, worker: Worker, graceful: bool = False) -> None: ...
+    def unlink(self, oid: int) -> None: ...
+    def interrupt_worker(self, worker: Worker) -> None: ...
+    def to_head(self, op: str, args: Any) -> None: ...
+    def resources_changed(self) -> None: ...
+    def forward(self, index: int, spec: tuple, dep_locs: list) -> None: ...
+    def spill(self, oid: int, size: int) -> str | None: ...
+    def restore(self, oid: int, path: str) -> bool: ...
+    def remove_spill(self, path: str) -> None: ...
+    def to_node(self, index: int, msg: tuple) -> None: ...
+
+
+class _NullClientType(Client):
+    pass
+
+
+_NullClient = _NullClientType(None, "none", 0, 0, 0)
