@@ -18,8 +18,14 @@ What runs: a notebook cell submits a three-stage DAG (``inc`` -> ``double`` -> `
 - **behind**: just before each render, ``now - the time of the message on screen until then``:
   how far behind the kernel the view was at its stalest (it includes the time between
   messages, so it is the figure to hold against "at most ~250 ms behind");
+- **behind, as of**: the same, counted from the message's ``as_of`` (the kernel's time by
+  which every event record published is in the message) instead of the time it was taken:
+  records still waiting to be applied then count as behind too;
 - **arrival**: the same difference when each message reaches the page (before the panel handles
   it): the part of the lag spent in the kernel, the server and the websocket;
+- **kernel cadence**: the gaps between the kernel's stamps of successive messages (a
+  message's stamp is its arrival less its lag): the part of "behind" spent in the kernel
+  before a message leaves;
 - **catch-up**: the cell prints the kernel's clock when ``get`` returned; the time until the
   panel shows every task finished is the view's delay at the end of the run.
 
@@ -79,12 +85,18 @@ INSTRUMENT = """() => {
     // When each kernel message arrived in the page (before the panel saw it), to split the
     // lag into transport (kernel -> server -> websocket) and the page's own time.
     b.received = [];
+    // The kernel's "as of" of each message (every record published before it is in it), by
+    // the message's time stamp.
+    const asOf = new Map();
     const nb = window.jupyterapp.shell.widgets('main').find(w => w.sessionContext && w.content);
     nb.sessionContext.session.kernel.anyMessage.connect((_, args) => {
         const msg = args.msg;
         if (args.direction === 'recv' && msg.header.msg_type === 'comm_msg'
                 && msg.content.data && msg.content.data.time) {
             b.received.push([Date.now() / 1000, Date.now() / 1000 - msg.content.data.time]);
+            if (msg.content.data.as_of) {
+                asOf.set(Number(msg.content.data.time), Number(msg.content.data.as_of));
+            }
         }
     });
     b.longtasks = [];
@@ -96,12 +108,16 @@ INSTRUMENT = """() => {
     // Until this render the view showed the state of the previous message: how far behind the
     // kernel the view was just before it caught up again.
     b.behind = [];
+    b.behindAsOf = [];
     let shown = 0;
     new MutationObserver(() => {
         const t = Number(panel.dataset.renderedTime);
         const now = Date.now() / 1000;
         if (t > 0) { b.lags.push([now, now - t]); }
-        if (t > 0 && shown > 0 && t !== shown) { b.behind.push([now, now - shown]); }
+        if (t > 0 && shown > 0 && t !== shown) {
+            b.behind.push([now, now - shown]);
+            if (asOf.has(shown)) { b.behindAsOf.push([now, now - asOf.get(shown)]); }
+        }
         if (t > 0) { shown = t; }
     }).observe(panel, {attributes: true, attributeFilter: ['data-rendered-time']});
 }"""
@@ -112,7 +128,7 @@ STOP = """() => {
     const canvas = document.querySelector('#nbdist-panel .nbdist-graph-canvas');
     canvas.dispatchEvent(new PointerEvent('pointerup', {bubbles: true, pointerId: 1}));
     return {frames: b.frames, lags: b.lags, received: b.received, longtasks: b.longtasks,
-            behind: b.behind};
+            behind: b.behind, behindAsOf: b.behindAsOf};
 }"""
 
 ALL_FINISHED = """(n) => {
@@ -184,6 +200,20 @@ def lag_stats(lags: list[list[float]], window: tuple[float, float]) -> dict[str,
         "lag_ms_median": round(1000 * percentile(during, 0.5)),
         "lag_ms_p95": round(1000 * percentile(during, 0.95)),
         "lag_ms_max": round(1000 * max(during)) if during else None,
+    }
+
+
+def cadence_stats(received: list[list[float]], window: tuple[float, float]) -> dict[str, Any]:
+    """Gaps between the kernel's stamps of successive messages of the run (a message's stamp
+    is its arrival less its lag): the part of "behind" spent before a message leaves."""
+    stamps = sorted(at - lag for at, lag in received if window[0] <= at <= window[1])
+    gaps = [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
+    return {
+        "messages": len(stamps),
+        "gap_ms_median": round(1000 * percentile(gaps, 0.5)),
+        "gap_ms_p95": round(1000 * percentile(gaps, 0.95)),
+        "gap_ms_max": round(1000 * max(gaps)) if gaps else None,
+        "gaps_over_250ms": sum(g > 0.25 for g in gaps),
     }
 
 
@@ -266,8 +296,14 @@ def main() -> None:
                 "behind": {f"behind_{k}": v for k, v in lag_stats(
                     [[at, lag] for at, lag in data["behind"] if at - lag >= started],
                     run).items()},
+                # The same, counted from the message's "as of" (records still waiting to be
+                # applied when it was taken count as behind too).
+                "behind_as_of": {f"as_of_{k}": v for k, v in lag_stats(
+                    [[at, lag] for at, lag in data["behindAsOf"] if at - lag >= started],
+                    run).items()},
                 "received": {f"arrival_{k}": v for k, v in
                              lag_stats(data["received"], run).items()},
+                "kernel_cadence": cadence_stats(data["received"], run),
             }
             wall = after["Timestamp"] - before["Timestamp"]
             result.update({

@@ -255,6 +255,9 @@ class EventBus:
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._closed = False
+        # When the batch being delivered was taken: every record published before then is
+        # in it or in an earlier batch (a subscriber can tell how current its view is).
+        self.drained_at = 0.0
 
     def publish(self, event: Event | Deferred) -> None:
         self._history.append(event)
@@ -309,6 +312,7 @@ class EventBus:
             while pending:
                 items.append(pending.popleft())
             dropped, self._dropped = self._dropped, 0
+            self.drained_at = time.time()
         batch = [_built(x) for x in items]
         if dropped:
             batch.insert(0, EventsDropped(time.time(), dropped))

@@ -13,7 +13,12 @@ records ``CHUNK`` at a time and after each chunk sends a delta itself when one i
 (``interval`` passed, or ``BIG_DELTA`` records changed). A busy run thus keeps the panel's
 cadence and its messages small: a delta neither waits for a whole backlog to be applied nor
 for the sender thread's next turn. The sender thread covers the rest (the cluster flag, node
-descriptions, spilled objects, and changes when no records arrive).
+descriptions, spilled objects, and changes when no records arrive); its cadence counts from the
+last delta either thread sent, and it asks the cluster for node descriptions and spilled
+objects only after sending, so a busy node never holds a delta back. A batch that takes the
+model past the grouping threshold is applied whole before any delta: the panel then goes
+straight to groups instead of laying out thousands of single tasks first. Each delta carries
+``as_of``, the time by which every record published is in it (docs/comm-protocol.md).
 
 ``_model_lock`` guards the model; ``_send_lock`` guards the list of comms and orders messages,
 so a comm never receives a delta taken before the snapshot it was just sent (a later delta only
@@ -52,7 +57,7 @@ log = logging.getLogger(__name__)
 
 TARGET = "nbdist"
 INTERVAL_S = 0.1  # ~10 deltas a second (sooner only for BIG_DELTA before grouping)
-CHUNK = 2_000  # records applied per hold of the model lock
+CHUNK = 500  # records applied per hold of the model lock (a few ms: a delta never waits long)
 BIG_DELTA = 400  # task and object records changed since the last delta: the next is due now
 SPILLED_S = 1.0  # how often the node is asked which objects it has spilled to disk
 
@@ -78,6 +83,10 @@ class Hub:
         self._nodes_asked: set[str] = set()
         self._spilled_at = 0.0
         self._sent_at = 0.0  # monotonic time of the last delta taken
+        self._holding = False  # a batch is taking the model to groups: no delta until it has
+        # Every record published before this time is in the model (see ``as_of`` in
+        # docs/comm-protocol.md): the drain time of the last batch applied in full.
+        self._as_of = 0.0
 
     @property
     def subscribed(self) -> bool:
@@ -123,6 +132,11 @@ class Hub:
 
     # ------------------------------------------------------------ events (dispatcher thread)
     def on_events(self, batch: list[events.Event]) -> None:
+        drained_at = events.bus().drained_at
+        with self._model_lock:
+            # A burst that takes the model past the grouping threshold goes out as groups at
+            # once: the panel would only lay out thousands of single tasks to drop them again.
+            hold = self._holding = self._model.groups_after(batch)
         for start in range(0, len(batch), CHUNK):
             part = batch[start:start + CHUNK]
             with self._model_lock:
@@ -133,9 +147,15 @@ class Hub:
                         self._replayed, self._replay_keepalive = set(), []
                     part = fresh
                 self._model.apply(part)
+                if start + CHUNK >= len(batch):
+                    self._as_of = drained_at  # the whole batch is in the model now
+                if hold and not self._model.grouped:
+                    continue
+                self._holding = False
                 big = self._model.changed_tasks() >= BIG_DELTA
             if big or time.monotonic() - self._sent_at >= self.interval:
                 self._send_delta(wait=False)
+        self._holding = False  # (also when the replayed records were not new after all)
 
     # ------------------------------------------------------------ lifecycle
     def _subscribe(self) -> None:
@@ -143,12 +163,14 @@ class Hub:
             self._model = Model()
             self._nodes_asked = set()
             self._unsubscribe = events.subscribe(self.on_events)
+            as_of = time.time()
             history = events.recent()
             # Ids identify records only while they are alive: keep the replayed ones alive
             # until the first batch past the replay window clears the set.
             self._replay_keepalive = history
             self._replayed = {id(e) for e in history}
             self._model.apply(history)
+            self._as_of = as_of
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="nbdist-comm-bridge",
                                         daemon=True)
@@ -171,19 +193,28 @@ class Hub:
 
     # ------------------------------------------------------------ sender thread
     def _run(self) -> None:
-        while not self._stop.wait(self.interval):
+        while True:
+            # The next delta is due ``interval`` after the last one, whichever thread sent it:
+            # the cadence does not stretch by the time a flush takes.
+            due = self._sent_at + self.interval - time.monotonic()
+            if self._stop.wait(min(self.interval, max(0.01, due))):
+                return
             try:
-                self.flush()
+                # The event thread may have sent one meanwhile: then wait for the next.
+                self.flush(only_if_due=True)
             except Exception:  # a bug here must not end the panel's updates for good
                 log.exception("nbdist comm bridge failed to send a delta")
 
-    def flush(self) -> None:
+    def flush(self, only_if_due: bool = False) -> None:
         """Send the changes since the last delta to every open comm (if anything changed)."""
         if not self._comms:
             return
+        if not only_if_due or time.monotonic() - self._sent_at >= self.interval * 0.9:
+            self._send_delta(wait=True)
+        # Round trips to the cluster come after the delta, so a busy node does not hold it;
+        # what they learn goes into the next one.
         self._describe_nodes()
         self._poll_spilled()
-        self._send_delta(wait=True)
 
     def _send_delta(self, wait: bool) -> None:
         """Take a delta and send it (``wait=False``: unless another thread is sending one)."""
@@ -193,12 +224,15 @@ class Hub:
             if not self._comms:
                 return
             with self._model_lock:
+                if self._holding:
+                    return
                 self._model.set_cluster(nbdist.is_initialized())
                 self._model.ref_count = self._driver_refs
                 delta = self._model.take_delta()
                 self._sent_at = time.monotonic()
             if delta is None:
                 return
+            delta["as_of"] = round(self._as_of, 3)
             for comm in list(self._comms):
                 try:
                     comm.send(delta)
@@ -222,6 +256,9 @@ class Hub:
         now = time.monotonic()
         if now - self._spilled_at < SPILLED_S or not nbdist.is_initialized():
             return
+        with self._model_lock:
+            if not self._model.lists_objects():
+                return  # grouped: no object is shown on its own
         self._spilled_at = now
         client = runtime._client
         if client is None or client.closed or not hasattr(client, "control"):

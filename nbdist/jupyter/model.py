@@ -72,9 +72,9 @@ class _Task:
                  "error_type", "error", "attempt", "stdout", "missing")
 
     def __init__(self, e: ev.TaskSubmitted, group: str, dep_tasks: list[str],
-                 max_lines: int) -> None:
+                 missing: int) -> None:
         self.id, self.name, self.state = e.task_id, e.name, PENDING
-        self.deps, self.dep_tasks, self.returns = list(e.deps), dep_tasks, list(e.returns)
+        self.deps, self.dep_tasks, self.returns = e.deps, dep_tasks, e.returns
         self.parent, self.actor, self.submitter = e.parent_task, e.actor_id, e.submitter
         self.group = group
         self.node: str | None = None
@@ -85,15 +85,15 @@ class _Task:
         self.error_type: str | None = None
         self.error: str | None = None
         self.attempt = 0
-        self.stdout: collections.deque[str] = collections.deque(maxlen=max_lines)
-        self.missing = 0  # arguments not ready yet
+        self.stdout: collections.deque[str] | None = None  # made by its first line
+        self.missing = missing  # arguments not ready yet
 
     def to_json(self, max_lines: int | None = None) -> Json:
-        lines = list(self.stdout)
+        lines = list(self.stdout) if self.stdout is not None else []
         if max_lines is not None:
             lines = lines[-max_lines:]
-        return {"id": self.id, "name": self.name, "state": self.state, "deps": self.deps,
-                "dep_tasks": self.dep_tasks, "returns": self.returns, "parent": self.parent,
+        return {"id": self.id, "name": self.name, "state": self.state, "deps": list(self.deps),
+                "dep_tasks": self.dep_tasks, "returns": list(self.returns), "parent": self.parent,
                 "actor": self.actor, "submitter": self.submitter, "group": self.group,
                 "node": self.node, "worker": self.worker, "submitted": _t(self.submitted),
                 "started": _t(self.started), "ended": _t(self.ended),
@@ -289,6 +289,18 @@ class Model:
             "totals": dict(self._totals),
         }
 
+    def groups_after(self, batch: list[ev.Event]) -> bool:
+        """Whether applying ``batch`` switches the model to groups (a view can skip the
+        individual tasks it would show only until then)."""
+        if self.grouped:
+            return False
+        submitted = sum(type(e) is ev.TaskSubmitted for e in batch)
+        return self._totals["tasks"] + submitted > self.group_threshold
+
+    def lists_objects(self) -> bool:
+        """Whether messages list objects one by one (their spilled flags matter)."""
+        return not self.grouped
+
     def changed_tasks(self) -> int:
         """How many task and object records the next delta carries (none once grouped: then
         a delta's size is bounded by the number of groups)."""
@@ -345,7 +357,10 @@ class Model:
                 dirty.add(obj.id)
 
     def set_spilled(self, ids: set[str]) -> None:
-        """The objects the node reports as spilled to disk (the rest are in memory)."""
+        """The objects the node reports as spilled to disk (the rest are in memory); ignored
+        once grouped, when objects are no longer listed one by one."""
+        if self.grouped:
+            return
         for obj in self._objects.values():
             spilled = obj.id in ids
             if spilled != obj.spilled:
@@ -394,36 +409,44 @@ class Model:
             self._dirty.tasks.add(task.id)
 
     def _task_submitted(self, e: ev.TaskSubmitted) -> None:
-        if e.task_id in self._tasks:
+        # The hottest handler (one call per task): locals, and once grouped nothing per task
+        # beyond what the group counts and the edges need.
+        tid, tasks = e.task_id, self._tasks
+        if tid in tasks:
             return
-        group = self._group(e.name, e.submitter)
-        dep_tasks = []
-        for dep in e.deps:
-            producer = self._producer.get(dep)
-            if producer is not None:
-                dep_tasks.append(producer[0])
-                edge = (producer[1], group.id)
-                self._edges[edge] = self._edges.get(edge, 0) + 1
-                self._dirty.edges.add(edge)
+        group = self._groups.get((e.name, e.submitter)) or self._group(e.name, e.submitter)
+        gid = group.id
+        dep_tasks: list[str] = []
+        missing = 0
+        if e.deps:
+            producers, objects, errored = self._producer, self._objects, self._errored
+            edges, dirty_edges = self._edges, self._dirty.edges
+            for dep in e.deps:
+                producer = producers.get(dep)
+                if producer is not None:
+                    dep_tasks.append(producer[0])
+                    edge = (producer[1], gid)
+                    edges[edge] = edges.get(edge, 0) + 1
+                    dirty_edges.add(edge)
+                if dep not in objects and dep not in errored:
+                    self._dep_waiters.setdefault(dep, []).append(tid)
+                    missing += 1
         for ret in e.returns:
-            self._producer[ret] = (e.task_id, group.id)
-        task = _Task(e, group.id, dep_tasks, self.max_output_lines)
-        self._tasks[e.task_id] = task
-        group.counts[PENDING] += 1
-        self._totals["tasks"] += 1
-        self._totals[PENDING] += 1
-        self._dirty.groups.add(group.id)
+            self._producer[ret] = (tid, gid)
+        task = tasks[tid] = _Task(e, gid, dep_tasks, missing)
+        state = PENDING if missing else SCHEDULED
+        task.state = state
+        group.counts[state] += 1
+        totals = self._totals
+        totals["tasks"] += 1
+        totals[state] += 1
+        self._dirty.groups.add(gid)
         if not self.grouped:
-            self._dirty.tasks.add(task.id)
-        for dep in e.deps:
-            if dep not in self._objects and dep not in self._errored:
-                self._dep_waiters.setdefault(dep, []).append(task.id)
-                task.missing += 1
-        if not task.missing:
-            self._move(task, SCHEDULED)
-        self._use(task, 1)
-        if not self.grouped and self._totals["tasks"] > self.group_threshold:
-            self._switch_to_groups()
+            # Objects are listed (pinned or not) only before grouping.
+            self._dirty.tasks.add(tid)
+            self._use(task, 1)
+            if totals["tasks"] > self.group_threshold:
+                self._switch_to_groups()
 
     def _task_started(self, e: ev.TaskStarted) -> None:
         task = self._tasks.get(e.task_id)
@@ -463,7 +486,8 @@ class Model:
             return
         task.node = task.node or e.node_id
         self._task_ended(task, e.time, e.duration, e.worker_pid, started=e.started)
-        self._use(task, -1)
+        if not self.grouped:
+            self._use(task, -1)
         self._move(task, FINISHED)
         if self.grouped:
             del self._tasks[task.id]
@@ -473,7 +497,8 @@ class Model:
         if task is None or task.state in TERMINAL:
             return
         self._task_ended(task, e.time, e.duration, e.worker_pid, failed=True, started=e.started)
-        self._use(task, -1)
+        if not self.grouped:
+            self._use(task, -1)
         task.error_type = e.error_type
         error = e.message
         if e.traceback:
@@ -519,6 +544,8 @@ class Model:
         if task is None:
             return
         line = e.line if len(e.line) <= MAX_LINE_CHARS else e.line[:MAX_LINE_CHARS] + "…"
+        if task.stdout is None:
+            task.stdout = collections.deque(maxlen=self.max_output_lines)
         task.stdout.append(line if e.stream == "stdout" else "[stderr] " + line)
         if not self.grouped:
             self._dirty.tasks.add(task.id)

@@ -56,3 +56,41 @@ def test_small_batches_leave_at_most_once_per_interval() -> None:
     assert len(comm.sent) == 1
     hub.flush()
     assert len(comm.sent) == 2 and list(comm.sent[1]["tasks"]) == ["b" * 18]
+
+
+def test_a_burst_past_the_grouping_threshold_goes_out_as_groups_at_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bridge, "CHUNK", 200)
+    hub = bridge.Hub(interval=0.0)  # a delta would be due after every chunk
+    comm = RecordingComm()
+    hub._comms.append(comm)
+    now = time.time()
+    hub.on_events([events.TaskSubmitted(now, f"{i:018x}", "f", (), (f"{i + 1:018x}",), None)
+                   for i in range(0, 6000, 2)])  # 3,000 tasks: past the threshold of 2,000
+    assert comm.sent, "the burst should reach the panel while it is applied"
+    first = comm.sent[0]
+    assert first["type"] == "snapshot" and first["grouped"]
+    assert first["tasks"] == {}  # no single task went out on the way to groups
+    assert not any(d["tasks"] for d in comm.sent)
+    counts = [d["groups"] for d in comm.sent if d["groups"]][-1]
+    assert sum(g["total"] for g in counts.values()) == 3000
+
+
+def test_a_delta_is_as_of_the_last_batch_applied_in_full(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bridge, "CHUNK", 100)
+    hub = bridge.Hub(interval=0.0)  # a delta after every chunk
+    comm = RecordingComm()
+    hub._comms.append(comm)
+
+    def batch(first: int, n: int) -> list[events.Event]:
+        return [events.TaskSubmitted(time.time(), f"{i:018x}", "f", (), (f"{i + 1:018x}",),
+                                     None) for i in range(first, first + 2 * n, 2)]
+
+    monkeypatch.setattr(events.bus(), "drained_at", 100.0)
+    hub.on_events(batch(0, 50))
+    assert [d["as_of"] for d in comm.sent] == [100.0]
+    monkeypatch.setattr(events.bus(), "drained_at", 200.0)
+    hub.on_events(batch(1000, 300))  # three chunks: a delta after each
+    # Taken before the batch was all in: as of the previous one; then as of this one.
+    assert [d["as_of"] for d in comm.sent[1:]] == [100.0, 100.0, 200.0]
