@@ -5,9 +5,7 @@ else, so tracing costs little on the hot path. On the hottest paths they call
 `publish_later(make, args)` instead: with no subscriber the record is built (``make(*args)``,
 ids formatted) only when `recent` reads it, off the caller's critical path. A single
 dispatcher thread, started on the first `subscribe`, hands each subscriber the records in
-batches (a list per call), at most every ``BATCH_INTERVAL_S``. A *raw* subscriber (the
-panel's bridge: ``bus().subscribe(cb, raw=True)``) also takes records not built yet
-(`Deferred`), so while it is the only one, the hot paths build none. A subscriber that falls more
+batches (a list per call), at most every ``BATCH_INTERVAL_S``. A subscriber that falls more
 than ``MAX_BACKLOG`` records behind gets an `EventsDropped` summary instead of the records it
 missed: a slow consumer never slows the engine.
 
@@ -22,12 +20,12 @@ worker where it happened. Ids are the hex strings users see elsewhere.
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -252,8 +250,7 @@ class EventBus:
         self._history: collections.deque[Event | Deferred] = collections.deque(maxlen=history)
         self._pending: collections.deque[Event | Deferred] = collections.deque()
         self._dropped = 0
-        self._subs: list[tuple[Callable[[list[Any]], None], bool]] = []  # (callback, takes unbuilt records)
-        self._eager = 0  # subscribers that take records only built
+        self._subs: list[Callback] = []
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -277,27 +274,15 @@ class EventBus:
         subscribes. Then the dispatcher thread, which feeds live views, has less to do: left
         to build them as well, it fell more than ``MAX_BACKLOG`` records behind a
         100,000-task run."""
-        self.publish(make(*args) if self._eager else Deferred(make, args))
+        self.publish(make(*args) if self._subs else Deferred(make, args))
 
     def recent(self, n: int | None = None) -> list[Event]:
-        return [_built(x) for x in self.recent_items(n)]
-
-    def recent_items(self, n: int | None = None) -> list[Event | Deferred]:
-        """The history as kept: records and `Deferred` ones (for a ``raw`` subscriber's
-        replay: these are the very objects its callback receives)."""
         items = list(self._history)
-        return items if n is None else items[-n:]
+        return [_built(x) for x in (items if n is None else items[-n:])]
 
-    def subscribe(self, callback: Callable[[list[Any]], None], *,
-                  raw: bool = False) -> Callable[[], None]:
-        """``raw=True``: the callback may also receive `Deferred` items (``build()`` gives the
-        record; ``make`` and ``args`` tell a consumer that knows the builder what it would
-        hold), so records nobody else reads are never built."""
-        entry = (callback, raw)
+    def subscribe(self, callback: Callback) -> Callable[[], None]:
         with self._lock:
-            self._subs.append(entry)
-            if not raw:
-                self._eager += 1
+            self._subs.append(callback)
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="nbdist-events", daemon=True
@@ -305,11 +290,8 @@ class EventBus:
                 self._thread.start()
 
         def unsubscribe() -> None:
-            with self._lock:
-                if entry in self._subs:
-                    self._subs.remove(entry)
-                    if not raw:
-                        self._eager -= 1
+            with self._lock, contextlib.suppress(ValueError):
+                self._subs.remove(callback)
 
         return unsubscribe
 
@@ -331,17 +313,12 @@ class EventBus:
                 items.append(pending.popleft())
             dropped, self._dropped = self._dropped, 0
             self.drained_at = time.time()
-        if not (items or dropped):
+        batch = [_built(x) for x in items]
+        if dropped:
+            batch.insert(0, EventsDropped(time.time(), dropped))
+        if not batch:
             return
-        head: list[Event | Deferred] = [EventsDropped(time.time(), dropped)] if dropped else []
-        built: list[Event] | None = None
-        for callback, raw in subs:
-            if raw:
-                batch: list[Any] = head + items
-            else:
-                if built is None:
-                    built = [_built(x) for x in head + items]
-                batch = built
+        for callback in subs:
             try:
                 callback(batch)
             except Exception:  # a subscriber's bug must not stop the stream for others

@@ -710,12 +710,6 @@ class CoreClient:
                 pass
 
     def _event(self, kind: str, f: dict[str, Any]) -> None:
-        if kind == "objects_freed":  # one per object the driver's refs kept: a hot path
-            if self.mode == P.KIND_DRIVER:
-                now = _T()
-                for oid in f["ids"]:
-                    ev.publish_later(records.freed, (now, oid))
-            return
         tag = None
         if kind == "task_submitted":
             tid = f["task_id"]

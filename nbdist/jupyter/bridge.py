@@ -31,9 +31,7 @@ The engine does not publish NodeUp yet, so the sender thread asks ``nbdist.nodes
 node) about nodes the model learnt from task records, for their address and resources.
 
 One subscription and one sender thread serve all open comms; both start with the first comm
-and stop with the last. The subscription is raw: the per-call records reach the model as
-their builders' arguments, never built (``events.Deferred``; the model reads them). On
-subscribing, the hub replays the history (``bus().recent_items()``) so a panel opened
+and stop with the last. On subscribing, the hub replays ``events.recent()`` so a panel opened
 late still sees the work submitted before it; records delivered twice around that moment are
 recognised by identity and skipped.
 
@@ -79,7 +77,7 @@ class Hub:
         self._model = Model()
         self._unsubscribe: Callable[[], None] | None = None
         self._replayed: set[int] = set()
-        self._replay_keepalive: list[events.Event | events.Deferred] = []
+        self._replay_keepalive: list[events.Event] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._nodes_asked: set[str] = set()
@@ -133,7 +131,7 @@ class Hub:
             self._shut()
 
     # ------------------------------------------------------------ events (dispatcher thread)
-    def on_events(self, batch: list[events.Event | events.Deferred]) -> None:
+    def on_events(self, batch: list[events.Event]) -> None:
         drained_at = events.bus().drained_at
         with self._model_lock:
             # A burst that takes the model past the grouping threshold goes out as groups at
@@ -164,12 +162,9 @@ class Hub:
         with self._model_lock:
             self._model = Model()
             self._nodes_asked = set()
-            # Raw: the model reads the per-call records' arguments, so they are never built
-            # for the panel (about a quarter of its cost in the kernel).
-            bus = events.bus()
-            self._unsubscribe = bus.subscribe(self.on_events, raw=True)
+            self._unsubscribe = events.subscribe(self.on_events)
             as_of = time.time()
-            history = bus.recent_items()
+            history = events.recent()
             # Ids identify records only while they are alive: keep the replayed ones alive
             # until the first batch past the replay window clears the set.
             self._replay_keepalive = history

@@ -40,12 +40,10 @@ from __future__ import annotations
 
 import collections
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from nbdist import events as ev
-from nbdist import records
-from nbdist.ids import hex_id
 
 SCHEMA_VERSION = 3
 
@@ -73,16 +71,15 @@ class _Task:
                  "submitter", "group", "node", "worker", "submitted", "started", "ended",
                  "error_type", "error", "attempt", "stdout", "missing")
 
-    def __init__(self, tid: str, name: str, deps: tuple[str, ...], returns: tuple[str, ...],
-                 parent: str | None, actor: str | None, submitter: str | None, t: float,
-                 group: str, dep_tasks: list[str], missing: int) -> None:
-        self.id, self.name, self.state = tid, name, PENDING
-        self.deps, self.dep_tasks, self.returns = deps, dep_tasks, returns
-        self.parent, self.actor, self.submitter = parent, actor, submitter
+    def __init__(self, e: ev.TaskSubmitted, group: str, dep_tasks: list[str],
+                 missing: int) -> None:
+        self.id, self.name, self.state = e.task_id, e.name, PENDING
+        self.deps, self.dep_tasks, self.returns = e.deps, dep_tasks, e.returns
+        self.parent, self.actor, self.submitter = e.parent_task, e.actor_id, e.submitter
         self.group = group
         self.node: str | None = None
         self.worker: int | None = None
-        self.submitted = t
+        self.submitted = e.time
         self.started: float | None = None
         self.ended: float | None = None
         self.error_type: str | None = None
@@ -120,10 +117,9 @@ class _Object:
     __slots__ = ("id", "size", "node", "owner", "task", "shm", "created", "refs", "uses",
                  "spilled")
 
-    def __init__(self, oid: str, size: int, node: str, owner: str, task: str | None,
-                 shm: bool, t: float) -> None:
-        self.id, self.size, self.node, self.owner = oid, size, node, owner
-        self.task, self.shm, self.created = task, shm, t
+    def __init__(self, e: ev.ObjectCreated) -> None:
+        self.id, self.size, self.node, self.owner = e.object_id, e.size, e.node_id, e.owner
+        self.task, self.shm, self.created = e.task_id, e.in_shared_memory, e.time
         self.refs: int | None = None  # refs the driver holds (None: not known)
         self.uses = 0  # unfinished tasks taking it as an argument: it is pinned while > 0
         self.spilled = False
@@ -164,15 +160,12 @@ class _Worker:
         self.task_name: str | None = None
         self.tasks_done, self.busy = 0, 0.0
         # [task id, name, started, ended, failed] of the last tasks it ran, oldest first
-        self.spans: collections.deque[tuple[Any, ...]] = collections.deque(maxlen=WORKER_SPANS)
+        self.spans: collections.deque[list[Any]] = collections.deque(maxlen=WORKER_SPANS)
 
     def to_json(self) -> Json:
         return {"id": self.key, "node": self.node, "pid": self.pid, "state": self.state,
                 "task": self.task, "task_name": self.task_name, "tasks_done": self.tasks_done,
-                "busy_s": round(self.busy, 3),
-                # (times rounded here, not per task: most spans are never sent)
-                "spans": [[tid, name, _t(t0), _t(t1), failed]
-                          for tid, name, t0, t1, failed in self.spans]}
+                "busy_s": round(self.busy, 3), "spans": list(self.spans)}
 
 
 class _Node:
@@ -267,35 +260,15 @@ class Model:
             ev.WorkerDown: self._worker_down, ev.Output: self._output,
             ev.EventsDropped: self._events_dropped,
         }
-        # Records not built yet (`events.Deferred`, from a raw subscription), by builder: the
-        # builder's arguments go straight into the model, no record object in between.
-        self._raw: dict[Callable[..., ev.Event], Callable[..., None]] = {
-            records.submitted: self._raw_submitted, records.started: self._raw_started,
-            records.finished: self._raw_finished, records.created: self._raw_created,
-            records.freed: self._raw_freed,
-        }
 
     # ------------------------------------------------------------ messages
-    def apply(self, batch: Iterable[ev.Event | ev.Deferred]) -> None:
-        """Fold a batch of records (unknown kinds are skipped: newer engines add kinds).
-
-        Records not built yet (`events.Deferred`) of the per-call builders are read from
-        their arguments; others are built first."""
-        handlers, raw = self._handlers, self._raw
-        for item in batch:
-            handler = handlers.get(type(item))
+    def apply(self, batch: Iterable[ev.Event]) -> None:
+        """Fold a batch of records (unknown kinds are skipped: newer engines add kinds)."""
+        handlers = self._handlers
+        for event in batch:
+            handler = handlers.get(type(event))
             if handler is not None:
-                handler(item)
-            elif type(item) is ev.Deferred:
-                args = item.args  # () once built elsewhere: then the record is there
-                fast = raw.get(item.make) if args else None
-                if fast is not None:
-                    fast(*args)
-                else:
-                    event = item.build()
-                    handler = handlers.get(type(event))
-                    if handler is not None:
-                        handler(event)
+                handler(event)
 
     def snapshot(self) -> Json:
         """The whole state as one message; does not disturb delta tracking."""
@@ -318,14 +291,12 @@ class Model:
             "totals": dict(self._totals),
         }
 
-    def groups_after(self, batch: Sequence[ev.Event | ev.Deferred]) -> bool:
+    def groups_after(self, batch: list[ev.Event]) -> bool:
         """Whether applying ``batch`` switches the model to groups (a view can skip the
         individual tasks it would show only until then)."""
         if self.grouped:
             return False
-        submitted = sum(type(e) is ev.TaskSubmitted
-                        or (type(e) is ev.Deferred and e.make is records.submitted)
-                        for e in batch)
+        submitted = sum(type(e) is ev.TaskSubmitted for e in batch)
         return self._totals["tasks"] + submitted > self.group_threshold
 
     def lists_objects(self) -> bool:
@@ -440,36 +411,19 @@ class Model:
             self._dirty.tasks.add(task.id)
 
     def _task_submitted(self, e: ev.TaskSubmitted) -> None:
-        self._submitted(e.task_id, e.name, e.deps, e.returns, e.parent_task, e.actor_id,
-                        e.submitter, e.time)
-
-    def _raw_submitted(self, t: float, task_id: int, name: str, deps: tuple[int, ...],
-                       nret: int, actor_id: int, tag: str | None, parent: int = 0) -> None:
-        # (the arguments of records.submitted, and the same record made of them)
-        # (ids formatted inline: the same text as ids.hex_id, without a call per id)
-        self._submitted(f"{task_id:018x}", name,
-                        tuple([f"{d:018x}" for d in deps]) if deps else (),
-                        (f"{task_id + 1:018x}",) if nret == 1
-                        else tuple([f"{task_id + 1 + i:018x}" for i in range(nret)]),
-                        hex_id(parent) if parent else None,
-                        hex_id(actor_id) if actor_id else None, tag, t)
-
-    def _submitted(self, tid: str, name: str, deps: tuple[str, ...], returns: tuple[str, ...],
-                   parent: str | None, actor: str | None, submitter: str | None,
-                   t: float) -> None:
         # The hottest handler (one call per task): locals, and once grouped nothing per task
         # beyond what the group counts and the edges need.
-        tasks = self._tasks
+        tid, tasks = e.task_id, self._tasks
         if tid in tasks:
             return
-        group = self._groups.get((name, submitter)) or self._group(name, submitter)
+        group = self._groups.get((e.name, e.submitter)) or self._group(e.name, e.submitter)
         gid = group.id
         dep_tasks: list[str] = []
         missing = 0
-        if deps:
+        if e.deps:
             producers, objects, errored = self._producer, self._objects, self._errored
             edges, dirty_edges = self._edges, self._dirty.edges
-            for dep in deps:
+            for dep in e.deps:
                 producer = producers.get(dep)
                 if producer is not None:
                     dep_tasks.append(producer[0])
@@ -479,11 +433,9 @@ class Model:
                 if dep not in objects and dep not in errored:
                     self._dep_waiters.setdefault(dep, []).append(tid)
                     missing += 1
-        producers = self._producer
-        for ret in returns:
-            producers[ret] = (tid, gid)
-        task = tasks[tid] = _Task(tid, name, deps, returns, parent, actor, submitter, t, gid,
-                                  dep_tasks, missing)
+        for ret in e.returns:
+            self._producer[ret] = (tid, gid)
+        task = tasks[tid] = _Task(e, gid, dep_tasks, missing)
         state = PENDING if missing else SCHEDULED
         task.state = state
         group.counts[state] += 1
@@ -499,21 +451,15 @@ class Model:
                 self._switch_to_groups()
 
     def _task_started(self, e: ev.TaskStarted) -> None:
-        self._started(e.task_id, e.node_id, e.worker_pid, e.time)
-
-    def _raw_started(self, t: float, task_id: int, name: str, node_id: str, pid: int) -> None:
-        self._started(f"{task_id:018x}", node_id, pid, t)
-
-    def _started(self, tid: str, node_id: str, pid: int, t: float) -> None:
-        task = self._tasks.get(tid)
+        task = self._tasks.get(e.task_id)
         if task is None or task.state not in (PENDING, SCHEDULED):
             return
-        task.node, task.worker, task.started = node_id, pid, t
+        task.node, task.worker, task.started = e.node_id, e.worker_pid, e.time
         self._move(task, RUNNING)
-        worker = self._worker(node_id, pid)
-        worker.task, worker.task_name = tid, task.name
-        self._nodes[node_id].running += 1
-        self._dirty.nodes.add(node_id)
+        worker = self._worker(e.node_id, e.worker_pid)
+        worker.task, worker.task_name = task.id, task.name
+        self._nodes[e.node_id].running += 1
+        self._dirty.nodes.add(e.node_id)
 
     def _task_ended(self, task: _Task, end: float, duration: float, pid: int,
                     failed: bool = False, started: float = 0.0) -> None:
@@ -534,22 +480,14 @@ class Model:
             worker.task = worker.task_name = None
         worker.tasks_done += 1
         worker.busy += duration
-        worker.spans.append((task.id, task.name, task.started, end, failed))
+        worker.spans.append([task.id, task.name, _t(task.started), _t(end), failed])
 
     def _task_finished(self, e: ev.TaskFinished) -> None:
-        self._finished(e.task_id, e.time, e.duration, e.node_id, e.worker_pid, e.started)
-
-    def _raw_finished(self, t: float, task_id: int, name: str, duration: float, node_id: str,
-                      pid: int, t0: float) -> None:
-        self._finished(f"{task_id:018x}", t, duration, node_id, pid, t0)
-
-    def _finished(self, tid: str, t: float, duration: float, node_id: str, pid: int,
-                  started: float) -> None:
-        task = self._tasks.get(tid)
+        task = self._tasks.get(e.task_id)
         if task is None or task.state in TERMINAL:
             return
-        task.node = task.node or node_id
-        self._task_ended(task, t, duration, pid, started=started)
+        task.node = task.node or e.node_id
+        self._task_ended(task, e.time, e.duration, e.worker_pid, started=e.started)
         if not self.grouped:
             self._use(task, -1)
         self._move(task, FINISHED)
@@ -624,23 +562,10 @@ class Model:
 
     # ------------------------------------------------------------ objects and waits
     def _object_created(self, e: ev.ObjectCreated) -> None:
-        self._created(e.object_id, e.size, e.node_id, e.owner, e.task_id, e.in_shared_memory,
-                      e.time)
-
-    def _raw_created(self, t: float, oid: int, size: int, node_id: str, owner: int,
-                     task_id: int | None, in_shm: bool) -> None:
-        if self.grouped:  # objects are not listed one by one: owner and task are not shown
-            self._created(f"{oid:018x}", size, node_id, "", None, in_shm, t)
-        else:
-            self._created(hex_id(oid), size, node_id, hex_id(owner),
-                          hex_id(task_id) if task_id is not None else None, in_shm, t)
-
-    def _created(self, oid: str, size: int, node_id: str, owner: str, task: str | None,
-                 shm: bool, t: float) -> None:
-        if oid in self._objects:
+        if e.object_id in self._objects:
             return
-        obj = self._objects[oid] = _Object(oid, size, node_id, owner, task, shm, t)
-        node = self._node(node_id)
+        obj = self._objects[e.object_id] = _Object(e)
+        node = self._node(e.node_id)
         node.objects += 1
         node.bytes += obj.size
         if obj.shm:
@@ -648,19 +573,14 @@ class Model:
         self._dirty.nodes.add(node.id)
         self._totals["objects"] += 1
         self._totals["bytes"] += obj.size
-        self._object_ready(oid)
+        self._object_ready(e.object_id)
         if not self.grouped:
             self._dirty.objects.add(obj.id)
             if len(self._objects) > self.group_threshold:
                 self._switch_to_groups()
 
     def _object_freed(self, e: ev.ObjectFreed) -> None:
-        self._freed(e.object_id)
-
-    def _raw_freed(self, t: float, oid: int) -> None:
-        self._freed(f"{oid:018x}")
-
-    def _freed(self, oid: str) -> None:
+        oid = e.object_id
         self._producer.pop(oid, None)
         self._errored.discard(oid)
         obj = self._objects.pop(oid, None)

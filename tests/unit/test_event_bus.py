@@ -117,34 +117,3 @@ def test_a_deferred_record_is_one_object_for_every_reader() -> None:
     assert got[0] is bus.recent()[-1] and bus.recent()[0] is first
     unsub()
     bus.close()
-
-
-def test_a_raw_subscriber_gets_records_unbuilt_and_others_still_get_them_built() -> None:
-    bus = events.EventBus()
-    built: list[int] = []
-
-    def make(t: float, i: int) -> events.Event:
-        built.append(i)
-        return events.ObjectFreed(t, f"{i:x}")
-
-    raw_cb, raw_got, raw_done = _collector(2)
-    unsub_raw = bus.subscribe(raw_cb, raw=True)
-    bus.publish_later(make, (1.0, 1))
-    bus.publish(_rec(2))
-    assert raw_done.wait(5)
-    assert type(raw_got[0]) is events.Deferred and raw_got[0].args == (1.0, 1)
-    assert type(raw_got[1]) is events.ObjectFreed
-    assert built == []  # only a raw subscriber: nothing was built for it
-    assert bus.recent_items()[0] is raw_got[0]  # the replay hands out the same objects
-
-    cb, got, done = _collector(1)
-    unsub = bus.subscribe(cb)  # a subscriber that takes records: built as published again
-    bus.publish_later(make, (3.0, 3))
-    assert done.wait(5)
-    assert built == [3] and type(got[0]) is events.ObjectFreed
-    unsub()
-    bus.publish_later(make, (4.0, 4))  # raw only again: left unbuilt
-    bus.flush()
-    assert built == [3] and type(raw_got[-1]) is events.Deferred
-    unsub_raw()
-    bus.close()

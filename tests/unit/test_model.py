@@ -319,37 +319,3 @@ def test_overlapping_waits_both_follow_the_objects_they_share(clock: Clock) -> N
     model.apply(run(clock, "t2"))  # completes wait 2, after wait 1 left the open ones
     waits = model.snapshot()["waits"]
     assert (waits["1"]["ready"], waits["2"]["ready"]) == (2, 2)
-
-
-def test_unbuilt_records_fold_exactly_like_the_records_they_stand_for(clock: Clock) -> None:
-    """The bridge's subscription is raw: the runtime's per-call records reach the model as
-    their builders' arguments. Folded, they must give the very state their records give."""
-    from nbdist import records
-
-    calls: list[tuple] = []
-    t = 2000.0
-    for i in range(3000):  # past the grouping threshold, so both modes are crossed
-        tid, dep = 100 + 4 * i, (100 + 4 * (i - 1) + 1,) if i % 3 else ()
-        calls.append((records.submitted, (t, tid, "g" if i % 2 else "f", dep, 1, 0, "cell-1")))
-        if i % 5:
-            pid = 11 + i % 2
-            calls.append((records.started, (t + 0.1, tid, "f", NODE, pid)))
-            calls.append((records.finished, (t + 0.2, tid, "f", 0.1, NODE, pid, t + 0.1)))
-            calls.append((records.created, (t + 0.2, tid + 1, 10 + i, NODE, 7, tid, i % 7 == 0)))
-            if i % 4 == 0:
-                calls.append((records.freed, (t + 0.3, tid + 1)))
-        t += 0.001
-    built, raw = Model(clock=clock), Model(clock=clock)
-    built.apply([make(*args) for make, args in calls])
-    raw.apply([ev.Deferred(make, args) for make, args in calls])
-    assert raw.grouped and built.grouped
-    a, b = built.snapshot(), raw.snapshot()
-    for snap in (a, b):
-        snap.pop("time")
-    assert a == b
-    assert sum(g["counts"]["finished"] for g in b["groups"].values()) == 2400
-    # A record built elsewhere first (e.g. read by events.recent()) is folded as built.
-    deferred = ev.Deferred(records.submitted, (t, 99_000, "h", (), 1, 0, None))
-    deferred.build()
-    raw.apply([deferred])
-    assert raw.snapshot()["totals"]["tasks"] == 3001
