@@ -17,7 +17,11 @@ State and invariants:
                 switching to groups costs nothing; edges between groups in _edges
     _producer   object id -> (producing task id, group id): resolves a task's object deps
                 to task edges; dropped when the object is freed (no new task can use it then)
-    _objects    live object id -> _Object; freed objects are removed (and reported removed)
+    _objects    live object id -> _Object; freed objects are removed (and reported removed);
+                once grouped, objects are kept as (node, size, in shared memory) in _light
+                instead: a tuple of plain values, which the garbage collector stops scanning
+                (a 100,000-task run keeps 100,000 results alive), and _known is whichever
+                of the two is in use
     _waits      active waits plus the last ``max_finished_waits`` finished ones; a wait's
                 ready count also rises as the objects it waits for are created, because the
                 engine publishes only begin and done
@@ -71,7 +75,7 @@ class _Task:
                  "submitter", "group", "node", "worker", "submitted", "started", "ended",
                  "error_type", "error", "attempt", "stdout", "missing")
 
-    def __init__(self, e: ev.TaskSubmitted, group: str, dep_tasks: list[str],
+    def __init__(self, e: ev.TaskSubmitted, group: str, dep_tasks: tuple[str, ...],
                  missing: int) -> None:
         self.id, self.name, self.state = e.task_id, e.name, PENDING
         self.deps, self.dep_tasks, self.returns = e.deps, dep_tasks, e.returns
@@ -93,7 +97,8 @@ class _Task:
         if max_lines is not None:
             lines = lines[-max_lines:]
         return {"id": self.id, "name": self.name, "state": self.state, "deps": list(self.deps),
-                "dep_tasks": self.dep_tasks, "returns": list(self.returns), "parent": self.parent,
+                "dep_tasks": list(self.dep_tasks), "returns": list(self.returns),
+                "parent": self.parent,
                 "actor": self.actor, "submitter": self.submitter, "group": self.group,
                 "node": self.node, "worker": self.worker, "submitted": _t(self.submitted),
                 "started": _t(self.started), "ended": _t(self.ended),
@@ -234,6 +239,8 @@ class Model:
         # The driver's ref count of an object id (set by the bridge; None: not shown).
         self.ref_count: Callable[[str], int | None] | None = None
         self._objects: dict[str, _Object] = {}
+        self._light: dict[str, tuple[str, int, bool]] = {}
+        self._known: dict[str, Any] = self._objects
         self._waits: dict[str, _Wait] = {}
         self._finished_waits: collections.deque[str] = collections.deque()
         # Waits still missing objects: few at a time, so an object's arrival is checked
@@ -421,7 +428,7 @@ class Model:
         dep_tasks: list[str] = []
         missing = 0
         if e.deps:
-            producers, objects, errored = self._producer, self._objects, self._errored
+            producers, objects, errored = self._producer, self._known, self._errored
             edges, dirty_edges = self._edges, self._dirty.edges
             for dep in e.deps:
                 producer = producers.get(dep)
@@ -435,7 +442,8 @@ class Model:
                     missing += 1
         for ret in e.returns:
             self._producer[ret] = (tid, gid)
-        task = tasks[tid] = _Task(e, gid, dep_tasks, missing)
+        # (a tuple: of plain strings, so the garbage collector soon stops scanning it)
+        task = tasks[tid] = _Task(e, gid, tuple(dep_tasks), missing)
         state = PENDING if missing else SCHEDULED
         task.state = state
         group.counts[state] += 1
@@ -559,42 +567,55 @@ class Model:
             task = self._tasks.pop(tid)
             if task.state == FAILED:
                 self._keep_failed(task)
+        self._light = {oid: (o.node, o.size, o.shm) for oid, o in self._objects.items()}
+        self._objects = {}
+        self._known = self._light
 
     # ------------------------------------------------------------ objects and waits
     def _object_created(self, e: ev.ObjectCreated) -> None:
-        if e.object_id in self._objects:
+        oid, size = e.object_id, e.size
+        if oid in self._known:
             return
-        obj = self._objects[e.object_id] = _Object(e)
+        if self.grouped:
+            self._light[oid] = (e.node_id, size, e.in_shared_memory)
+        else:
+            self._objects[oid] = _Object(e)
+            self._dirty.objects.add(oid)
         node = self._node(e.node_id)
         node.objects += 1
-        node.bytes += obj.size
-        if obj.shm:
-            node.shm_bytes += obj.size
+        node.bytes += size
+        if e.in_shared_memory:
+            node.shm_bytes += size
         self._dirty.nodes.add(node.id)
         self._totals["objects"] += 1
-        self._totals["bytes"] += obj.size
-        self._object_ready(e.object_id)
-        if not self.grouped:
-            self._dirty.objects.add(obj.id)
-            if len(self._objects) > self.group_threshold:
-                self._switch_to_groups()
+        self._totals["bytes"] += size
+        self._object_ready(oid)
+        if not self.grouped and len(self._objects) > self.group_threshold:
+            self._switch_to_groups()
 
     def _object_freed(self, e: ev.ObjectFreed) -> None:
         oid = e.object_id
         self._producer.pop(oid, None)
         self._errored.discard(oid)
-        obj = self._objects.pop(oid, None)
-        if obj is None:
-            return
-        node = self._nodes[obj.node]
+        if self.grouped:
+            light = self._light.pop(oid, None)
+            if light is None:
+                return
+            node_id, size, shm = light
+        else:
+            obj = self._objects.pop(oid, None)
+            if obj is None:
+                return
+            node_id, size, shm = obj.node, obj.size, obj.shm
+        node = self._nodes[node_id]
         node.objects -= 1
-        node.bytes -= obj.size
-        if obj.shm:
-            node.shm_bytes -= obj.size
+        node.bytes -= size
+        if shm:
+            node.shm_bytes -= size
         self._dirty.nodes.add(node.id)
         totals = self._totals
         totals["objects"] -= 1
-        totals["bytes"] -= obj.size
+        totals["bytes"] -= size
         totals["objects_freed"] += 1
         if not self.grouped:
             self._dirty.objects.discard(oid)
@@ -624,7 +645,7 @@ class Model:
     def _wait_begun(self, e: ev.WaitBegun) -> None:
         if str(e.wait_id) in self._waits:
             return
-        known, errored = self._objects, self._errored
+        known, errored = self._known, self._errored
         pending = {o for o in e.object_ids if o not in known and o not in errored}
         wait = self._waits[str(e.wait_id)] = _Wait(e, pending)
         if pending:

@@ -319,3 +319,23 @@ def test_overlapping_waits_both_follow_the_objects_they_share(clock: Clock) -> N
     model.apply(run(clock, "t2"))  # completes wait 2, after wait 1 left the open ones
     waits = model.snapshot()["waits"]
     assert (waits["1"]["ready"], waits["2"]["ready"]) == (2, 2)
+
+
+def test_store_totals_stay_right_across_the_switch_to_groups(clock: Clock) -> None:
+    model = Model(clock=clock, group_threshold=10)
+    model.apply([ev.ObjectCreated(clock(), f"o{i}", 100, NODE, "driver", None, i % 2 == 0)
+                 for i in range(8)])  # before grouping: listed one by one
+    model.apply([submit(clock, f"t{i}") for i in range(12)])  # past the threshold
+    assert model.grouped
+    model.apply([ev.ObjectCreated(clock(), f"p{i}", 10, NODE, "driver", None, False)
+                 for i in range(5)])
+    model.apply([ev.ObjectFreed(clock(), oid) for oid in ("o0", "o1", "p0", "o0", "x")])
+    node = model.snapshot()["nodes"][NODE]
+    assert (node["objects"], node["bytes"], node["shm_bytes"]) == (10, 640, 300)
+    totals = model.snapshot()["totals"]
+    assert (totals["objects"], totals["bytes"], totals["objects_freed"]) == (10, 640, 3)
+    # An argument already in the store is ready, whichever side of the switch it came from.
+    model.apply([submit(clock, "u1", deps=("o2",)), submit(clock, "u2", deps=("p1",)),
+                 submit(clock, "u3", deps=("o0",))])
+    counts = [g for g in model.snapshot()["groups"].values()][0]["counts"]
+    assert (counts["scheduled"], counts["pending"]) == (14, 1)
