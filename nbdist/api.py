@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import config as config_mod
+from . import events, runtime
 from . import protocol as P
 from . import remote_function as _rf
-from . import runtime
 from .actor import ActorClass, ActorHandle, _rebuild_handle
 from .cluster import LocalCluster
 from .context import ContextNames
@@ -98,6 +98,7 @@ def init(address: str | None = None, *, backend: str = "nbdist", num_cpus: float
                     "cluster's: do not pass num_cpus, num_gpus, resources or "
                     "object_store_memory; give them to `nbdist start` instead.")
             client = _attach(address)
+            events.bus().keep(config_mod.load().event_buffer)
             runtime.set_client(client)
             client.start()
             return _joined(client, namespace, client.info.get("head", ""), "")
@@ -114,6 +115,7 @@ def init(address: str | None = None, *, backend: str = "nbdist", num_cpus: float
             cluster.stop()
             raise
         _cluster = cluster
+        events.bus().keep(cfg.event_buffer)
         runtime.set_client(client)
         client.start()
         return _joined(client, namespace, cluster.node_address, cluster.session_dir)

@@ -259,6 +259,14 @@ class EventBus:
         # in it or in an earlier batch (a subscriber can tell how current its view is).
         self.drained_at = 0.0
 
+    def keep(self, n: int) -> None:
+        """Keep the last ``n`` records from now on (``config.event_buffer``; a driver sets it
+        as it joins a cluster, before its records flow)."""
+        n = max(1, int(n))
+        with self._lock:
+            if self._history.maxlen != n:
+                self._history = collections.deque(self._history, maxlen=n)
+
     def publish(self, event: Event | Deferred) -> None:
         self._history.append(event)
         if self._subs:

@@ -416,3 +416,30 @@ def test_the_folder_of_a_killed_drivers_cluster_is_removed_by_the_next_cluster(
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and "READY" in done.stdout, done.stderr
     assert not list(tmp_path.glob("nbdist-session-*")), list(tmp_path.iterdir())
+
+
+@pytest.mark.usefixtures("no_cluster")
+def test_the_event_history_keeps_as_many_records_as_configured(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from nbdist import events
+
+    monkeypatch.setenv("NBDIST_EVENT_BUFFER", "300")
+    nbdist.init(num_cpus=1)
+    try:
+        @nbdist.remote
+        def history_tick(i: int) -> int:
+            return i
+
+        assert nbdist.get([history_tick.remote(i) for i in range(200)]) == list(range(200))
+        kept = events.recent()
+        assert len(kept) == 300  # 200 tasks published far more records than that
+        assert kept[-1].kind in ("object_freed", "wait_done", "object_created",
+                                 "task_finished")
+    finally:
+        nbdist.shutdown()
+    monkeypatch.delenv("NBDIST_EVENT_BUFFER")
+    nbdist.init(num_cpus=1)  # the default again for the next cluster
+    try:
+        assert events.bus()._history.maxlen == 200_000
+    finally:
+        nbdist.shutdown()

@@ -117,3 +117,16 @@ def test_a_deferred_record_is_one_object_for_every_reader() -> None:
     assert got[0] is bus.recent()[-1] and bus.recent()[0] is first
     unsub()
     bus.close()
+
+
+def test_the_history_can_be_resized_keeping_its_newest_records() -> None:
+    bus = events.EventBus(history=10)
+    for i in range(10):
+        bus.publish(_rec(i))
+    bus.keep(4)
+    assert [e.object_id for e in bus.recent()] == ["6", "7", "8", "9"]  # type: ignore[attr-defined]
+    bus.keep(6)
+    for i in range(10, 13):
+        bus.publish(_rec(i))
+    assert [e.object_id for e in bus.recent()] == [  # type: ignore[attr-defined]
+        "7", "8", "9", "a", "b", "c"]
