@@ -252,6 +252,9 @@ class EventBus:
         self._dropped = 0
         self._subs: list[Callback] = []
         self._lock = threading.Lock()
+        # Held while a batch is taken and handed out: `flush` returning means every record
+        # published before it reached the subscribers, also one the dispatcher had in hand.
+        self._delivering = threading.RLock()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._closed = False
@@ -304,7 +307,9 @@ class EventBus:
         return unsubscribe
 
     def flush(self) -> None:
-        """Deliver everything published so far (on the calling thread)."""
+        """Deliver everything published so far (on the calling thread); when it returns,
+        subscribers have every record published before the call, including a batch the
+        dispatcher thread was delivering meanwhile."""
         self._deliver()
 
     def _run(self) -> None:
@@ -313,6 +318,10 @@ class EventBus:
             self._deliver()
 
     def _deliver(self) -> None:
+        with self._delivering:
+            self._deliver_batch()
+
+    def _deliver_batch(self) -> None:
         with self._lock:
             subs = list(self._subs)
             pending = self._pending

@@ -25,7 +25,10 @@ so a comm never receives a delta taken before the snapshot it was just sent (a l
 repeats changes, which is harmless: deltas carry full records).
 
 Whether a cluster runs is not an event: the sender thread asks ``nbdist.is_initialized()`` each
-interval (a flag read) so the panel can tell "no cluster yet" from "an idle cluster".
+interval (a flag read) so the panel can tell "no cluster yet" from "an idle cluster". When the
+cluster has gone, it first flushes the event stream, so the records published before (a `put`
+just before `shutdown()`) reach the panel ahead of the news; the dispatcher thread may raise
+the flag, never lower it.
 
 The engine does not publish NodeUp yet, so the sender thread asks ``nbdist.nodes()`` (once per
 node) about nodes the model learnt from task records, for their address and resources.
@@ -154,7 +157,8 @@ class Hub:
                 self._holding = False
                 big = self._model.changed_tasks() >= BIG_DELTA
             if big or time.monotonic() - self._sent_at >= self.interval:
-                self._send_delta(wait=False)
+                # Only the sender thread lowers the cluster flag (see `flush`).
+                self._send_delta(wait=False, cluster=True if nbdist.is_initialized() else None)
         self._holding = False  # (also when the replayed records were not new after all)
 
     # ------------------------------------------------------------ lifecycle
@@ -209,15 +213,21 @@ class Hub:
         """Send the changes since the last delta to every open comm (if anything changed)."""
         if not self._comms:
             return
+        up = nbdist.is_initialized()
+        if not up and self._model.cluster:
+            # The cluster just went: its last records (a put, a task's end) still on their
+            # way to us go out before the panel hears that it stopped.
+            events.bus().flush()
         if not only_if_due or time.monotonic() - self._sent_at >= self.interval * 0.9:
-            self._send_delta(wait=True)
+            self._send_delta(wait=True, cluster=up)
         # Round trips to the cluster come after the delta, so a busy node does not hold it;
         # what they learn goes into the next one.
         self._describe_nodes()
         self._poll_spilled()
 
-    def _send_delta(self, wait: bool) -> None:
-        """Take a delta and send it (``wait=False``: unless another thread is sending one)."""
+    def _send_delta(self, wait: bool, cluster: bool | None) -> None:
+        """Take a delta and send it (``wait=False``: unless another thread is sending one);
+        ``cluster``: whether the kernel has a cluster now (None: leave the flag as it is)."""
         if not self._send_lock.acquire(blocking=wait):
             return
         try:
@@ -226,7 +236,8 @@ class Hub:
             with self._model_lock:
                 if self._holding:
                     return
-                self._model.set_cluster(nbdist.is_initialized())
+                if cluster is not None:
+                    self._model.set_cluster(cluster)
                 self._model.ref_count = self._driver_refs
                 delta = self._model.take_delta()
                 self._sent_at = time.monotonic()

@@ -94,3 +94,27 @@ def test_a_delta_is_as_of_the_last_batch_applied_in_full(
     hub.on_events(batch(1000, 300))  # three chunks: a delta after each
     # Taken before the batch was all in: as of the previous one; then as of this one.
     assert [d["as_of"] for d in comm.sent[1:]] == [100.0, 100.0, 200.0]
+
+
+def test_records_published_before_the_cluster_went_reach_the_panel_first(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    up = [True]
+    monkeypatch.setattr(bridge.nbdist, "is_initialized", lambda: up[0])
+    hub = bridge.Hub(interval=60.0)  # only the explicit flushes below send
+    comm = RecordingComm()
+    hub._comms.append(comm)
+    hub._subscribe()
+    try:
+        hub.flush()
+        # A put just before shutdown(): its record is still in the event stream's batch
+        # (delivered every BATCH_INTERVAL_S) when the sender thread sees the cluster gone.
+        events.publish(events.ObjectCreated(time.time(), "ab" * 9, 8_000_000, "n1", "d",
+                                            None, True))
+        up[0] = False
+        hub.flush()
+        down = [i for i, d in enumerate(comm.sent) if d["cluster"] is False]
+        assert down, "the panel never heard that the cluster stopped"
+        listed = [i for i, d in enumerate(comm.sent) if "ab" * 9 in d.get("objects", {})]
+        assert listed and listed[0] <= down[0], (listed, down)
+    finally:
+        hub._shut()
