@@ -153,7 +153,7 @@ def _attach(address: str) -> runtime.CoreClient:
     except OSError as exc:
         raise ClusterError(f"Cannot reach this machine's nbdist node at "
                            f"{standalone.display_address(where)}: {exc}.") from None
-    client = hello(sock, P.KIND_DRIVER)
+    client = hello(sock, P.KIND_DRIVER, secret)
     client.info["head"] = standalone.display_address(head)
     return client
 

@@ -104,7 +104,7 @@ class LocalCluster:
             if time.monotonic() > deadline:
                 raise ClusterError(self._failure("the node daemon did not start in time"))
             time.sleep(0.002)
-        client = hello(sock, P.KIND_DRIVER)
+        client = hello(sock, P.KIND_DRIVER, self.secret)
         client.close_hint = self._log_tail
         return client
 
@@ -148,8 +148,9 @@ class LocalCluster:
         shutil.rmtree(self.session_dir, ignore_errors=True)
 
 
-def hello(sock: Any, kind: str) -> runtime.CoreClient:
-    """Introduce this process to a node over an authenticated socket; return its client."""
+def hello(sock: Any, kind: str, secret: bytes) -> runtime.CoreClient:
+    """Introduce this process to a node over an authenticated socket; return its client
+    (which proves ``secret``, the cluster's, again when it opens direct links)."""
     conn = transport.Connection(sock, lambda m: None, lambda e: None)
     conn.send([(P.HELLO, P.PROTOCOL_VERSION, kind, os.getpid(), {})])
     frames = conn.recv_blocking()
@@ -160,4 +161,5 @@ def hello(sock: Any, kind: str) -> runtime.CoreClient:
     info = dict(msg[3])
     info["client_no"] = msg[2]
     client = runtime.CoreClient(sock, info, kind)
+    client.enable_direct(secret)
     return client

@@ -41,6 +41,9 @@ class Config:
     handshake_timeout_s: float = 5.0
     # Worker pool: how many task workers may exist beyond num_cpus (blocked in get, etc.).
     max_extra_workers: int = 64
+    # A driver calls an actor on its own node over a direct link to the actor's worker
+    # (see nbdist/direct.py); off, every call goes through the node daemon.
+    direct_actor_calls: bool = True
     # Worker stdout/stderr is printed on the driver with a "(name pid=N)" prefix.
     log_to_driver: bool = True
     # In a cluster nodes can join (`nbdist start`), a task that no node has the resources for

@@ -33,7 +33,7 @@ import weakref
 from typing import Any
 
 from . import config as config_mod
-from . import ids, lifetime, store, transport
+from . import ids, lifetime, links, store, transport
 from . import protocol as P
 from .exceptions import ObjectLostError
 from .scheduler import Client, NodeState, Worker
@@ -465,6 +465,9 @@ class NodeDaemon:
                     st.result(worker, task_id, ok, locs, error, t0, t1)
             elif op == P.GET_REQ:
                 st.get_request(client, msg[1])
+            elif op == P.DIRECT_RESULT:
+                _, task_id, job, locs, t0, t1 = msg
+                st.direct_result(client, task_id, job, locs, t0, t1)
             elif op == P.PUT:
                 _, oid, blob, shm_size, contained = msg
                 st.put(client, oid, blob, shm_size, contained)
@@ -588,6 +591,9 @@ class NodeDaemon:
         worker = self.worker_peers.pop(peer.fd, None)
         if worker is not None:
             code = self._reap(worker.pid)
+            sock_dir = links.socket_dir({"local_address": self.local_address})
+            if sock_dir:  # its endpoint for direct calls, if it hosted an actor
+                unlink_file(links.endpoint_path(sock_dir, worker.pid))
             self.state.worker_lost(worker, code)
         if isinstance(client, Client):
             self.state.client_left(client)

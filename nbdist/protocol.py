@@ -20,7 +20,7 @@ bytes, else a shared-memory file of shm_size bytes named ``shm_name(node_pid, oi
 
 from __future__ import annotations
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 
 # -- handshake (after authentication) --
 HELLO = 1  # (HELLO, version, kind, pid, info: dict)                     client -> server
@@ -42,6 +42,9 @@ CONTROL = 19  # (CONTROL, req_id, op, args)   cluster queries; relayed to the he
 RESULT = 30  # (RESULT, task_id, ok, locs, error_blob, t_start, t_end)
 STDOUT = 31  # (STDOUT, task_id, stream, text)
 ACTOR_READY = 32  # (ACTOR_READY, actor_id, ok, error_blob)
+# A direct call's results that the node must hold (in shared memory, or containing refs):
+# stored for the calling driver ``job``, which then gets DONE from the node, not the link.
+DIRECT_RESULT = 33  # (DIRECT_RESULT, task_id, job, locs, t_start, t_end)
 
 # -- node -> client --
 OBJ = 40  # (OBJ, loc)                                   a value or location pushed
@@ -76,6 +79,14 @@ NODE_REFS = 75  # (NODE_REFS, ops)  the sender's holds on objects the receiver o
 NODE_STARTED = 76  # (NODE_STARTED, task_ids, t)  forwarded tasks began running
 ACTOR_EVENT = 77  # (ACTOR_EVENT, actor_id, what, reason)  an actor hosted for the receiver
 #   restarted in its process ("restarted") or is gone ("dead")
+
+# -- driver <-> actor worker on the same node, over a direct link (see `links`, `direct`) --
+LINK_HELLO = 80  # (LINK_HELLO, actor_id)        caller -> worker, after the handshake
+LINK_WELCOME = 81  # (LINK_WELCOME, ok, pid)      worker -> caller
+CALL = 82  # (CALL, spec, dep_locs)    dep_locs[i]: the Loc of deps[i], or None: fetch it
+CALL_CANCEL = 83  # (CALL_CANCEL, task_id)
+# The worker answers with DONE and LOG, laid out as the node's. A call resubmitted to the node
+# after its link broke carries ``extra = {"lost_on": pid, "attempt": n}``: it may have run.
 
 # Every id carries the index of the node whose process made it (its owner) in these bits.
 OWNER_SHIFT = 60

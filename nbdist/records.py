@@ -4,15 +4,28 @@ The per-call builders (`submitted`, `wait_begun`, `started`, `finished`, `create
 ids and are published with `events.publish_later`: ids are formatted and records made only
 when read. `from_node` turns a node's EVENT message (tasks that the driver's tasks submitted,
 objects freed, workers, actors) into records.
+
+The driver's `runtime.CoreClient` hands what its node (or a direct link) says to the functions
+at the end: `task_ended`, `tasks_started`, `output` (which also prints remote output) and
+`node_event`. They run on whichever thread reads the connection.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+import sys
+import time
+from typing import TYPE_CHECKING, Any
 
 from . import events as ev
 from . import serialization
 from .ids import hex_id
+
+if TYPE_CHECKING:
+    from .runtime import CoreClient
+
+log = logging.getLogger(__name__)
+_T = time.time
 
 
 def submitted(t: float, task_id: int, name: str, deps: tuple[int, ...], nret: int,
@@ -95,3 +108,81 @@ def error_summary(blob: bytes | None) -> tuple[str, str]:
     if cause is not None:
         return type(cause).__name__, str(cause)
     return type(err).__name__, str(err).splitlines()[0] if str(err) else ""
+
+
+# ---------------------------------------------------------------- what the driver is told
+
+
+def task_ended(client: CoreClient, task_id: int, name: str, ok: bool, locs: list, t0: float,
+               t1: float, pid: int) -> None:
+    """Records for a DONE: started (if its notice never came), finished or failed, and the
+    objects it made."""
+    now = _T()
+    node_id = client.node_id
+    if task_id in client.running_tasks:
+        client.running_tasks.discard(task_id)
+    elif t0:
+        # It ended before the node's batched started-notice went out.
+        ev.publish_later(started, (t0, task_id, name, node_id, pid))
+    if ok:
+        ev.publish_later(finished, (now, task_id, name, t1 - t0, node_id, pid, t0))
+        for loc in locs:
+            size = len(loc[1]) if loc[1] is not None else loc[2]
+            ev.publish_later(created, (now, loc[0], size, node_id, client.client_no, task_id,
+                                       loc[1] is None))
+    else:
+        blob = locs[0][1] if locs else None
+        etype, message = error_summary(blob)
+        client.publish(ev.TaskFailed(now, hex_id(task_id), name, etype, message,
+                                     t1 - t0 if t0 else 0.0, pid, t0, traceback_text(blob)))
+
+
+def tasks_started(client: CoreClient, items: list[tuple[int, int]], t: float) -> None:
+    """A STARTED notice: ``items`` are (task id, worker pid)."""
+    names = client.task_names
+    client.running_tasks.update(task_id for task_id, _ in items)
+    for task_id, pid in items:
+        client.publish(ev.TaskStarted(t, hex_id(task_id), names.get(task_id, "?"),
+                                      client.node_id, pid))
+
+
+def output(client: CoreClient, msg: tuple) -> None:
+    """A LOG message: records per line, then the output handler (a notebook) or a print."""
+    _, task_id, name, pid, stream, text = msg
+    now = _T()
+    tag = client.task_tags.get(task_id)
+    lines = [ev.Output(now, hex_id(task_id), name, pid, stream, line, tag)
+             for line in text.splitlines()]
+    for record in lines:
+        client.publish(record)
+    handler = ev.output_handler()
+    if handler is not None:
+        try:
+            if handler(lines):
+                return
+        except Exception:
+            log.exception("nbdist output handler failed")
+    if client.log_to_driver:
+        out = sys.stderr if stream == "stderr" else sys.stdout
+        prefix = f"({name} pid={pid}) "
+        try:
+            out.write("".join(prefix + line + "\n" for line in text.splitlines()))
+            out.flush()
+        except Exception:  # a closed stream must not break the reader thread
+            pass
+
+
+def node_event(client: CoreClient, kind: str, f: dict[str, Any]) -> None:
+    """An EVENT message: keeps the driver's task names and tags for nested tasks current."""
+    tag = None
+    if kind == "task_submitted":
+        tid = f["task_id"]
+        client.task_names.setdefault(tid, f["name"])
+        tag = client.task_tags.get(f["parent"])
+        if tag is not None:
+            client.task_tags[tid] = tag
+    elif kind in ("task_finished", "task_failed"):
+        client.task_names.pop(f["task_id"], None)
+        client.task_tags.pop(f["task_id"], None)
+    for record in from_node(kind, f, _T(), client.node_id, client.inline_max, tag):
+        client.publish(record)

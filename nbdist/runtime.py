@@ -25,15 +25,15 @@ import collections
 import itertools
 import logging
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from . import events as ev
+from . import links, records, serialization, store, transport
 from . import protocol as P
-from . import records, serialization, store, transport
+from .direct import DirectCalls
 from .exceptions import (
     ClusterError,
     GetTimeoutError,
@@ -60,6 +60,7 @@ class TaskContext(threading.local):
         self.actor_id = 0
         self.job = 0
         self.name = ""
+        self.link: Any = None  # the direct link the running call came on (worker side)
 
 
 class _Dep:
@@ -127,6 +128,9 @@ class ObjectRef:
         contained = serialization.context.contained
         if contained is not None:
             contained.append(self.id)
+        client = _client
+        if client is not None and client.direct is not None:
+            client.direct.escape(self.id)  # another process may ask the node for it
         return (_rebuild_ref, (self.id,))
 
     def hex(self) -> str:
@@ -187,26 +191,30 @@ class CoreClient:
         self._lock = threading.Lock()
         self._send_lock = threading.Lock()
         self._refs: dict[int, int] = {}
-        self._ref_ops: collections.deque[tuple[int, int]] = collections.deque()
+        # (sign, id) holds and releases; also PUT messages (see `send`)
+        self._ref_ops: collections.deque[tuple] = collections.deque()
         self._cache: dict[int, tuple] = {}
         self._mapped: dict[int, memoryview] = {}
         self._waiters: dict[int, list[_Waiter]] = {}
         self._expected: set[int] = set()
         self._requested: set[int] = set()
-        self._relocating: set[int] = set()
+        self._fetching: set[int] = set()
         # Says more when the node goes away unexpectedly (e.g. the end of its log).
         self.close_hint: Callable[[], str] | None = None
         self._fns: set[int] = set()
-        self._tasks: dict[int, str] = {}
-        self._running: set[int] = set()
+        # Driver: names of its unfinished tasks, those the node said have started, and the
+        # submitter tags of those that have one (`nbdist.records` keeps them current).
+        self.task_names: dict[int, str] = {}
+        self.running_tasks: set[int] = set()
         self._control: dict[int, list[Any]] = {}
         self._req_ids = itertools.count(1)
         self._wait_ids = itertools.count(1)
         self.closed = False
         self.close_reason = ""
         self.on_other: Callable[[tuple], None] | None = None
-        self._task_tags: dict[int, str] = {}
+        self.task_tags: dict[int, str] = {}
         self.publish = ev.publish if mode == P.KIND_DRIVER else _no_publish
+        self.direct: DirectCalls | None = None
         self.conn = transport.Connection(sock, self._on_messages, self._on_close,
                                          name=f"nbdist-{mode}-reader")
         self._flusher = threading.Thread(target=self._flush_loop, name="nbdist-flush",
@@ -230,13 +238,23 @@ class CoreClient:
 
     self_read = False
 
-    def pump(self, timeout: float | None) -> bool:
+    def enable_direct(self, secret: bytes) -> None:
+        """Call actors on this node over direct links (a driver; see `nbdist.direct`)."""
+        sock_dir = links.socket_dir(self.info)
+        if self.mode == P.KIND_DRIVER and sock_dir and self.info["config"].get(
+                "direct_actor_calls", True):
+            self.direct = DirectCalls(self, sock_dir, secret)
+
+    def pump(self, timeout: float | None, until: _Flag | threading.Event | None = None) -> bool:
         """Read and apply incoming messages on this thread if no other thread is reading;
-        returns False if the connection is closed."""
+        returns False if the connection is closed. With ``until``: not if it is set by the
+        time this thread may read (the thread that read before may have delivered it)."""
         conn = self.conn
         if not conn.read_lock.acquire(timeout=-1 if timeout is None else timeout):
             return not conn.closed
         try:
+            if until is not None and until.is_set():
+                return True
             return conn.pump(timeout)
         finally:
             conn.read_lock.release()
@@ -260,7 +278,7 @@ class CoreClient:
                 return False
             # Short slices: another thread may be reading for both of us meanwhile.
             step = 0.05 if left is None else min(left, 0.05)
-            if not self.pump(step):
+            if not self.pump(step, event):
                 return event.is_set()
         return True
 
@@ -269,10 +287,22 @@ class CoreClient:
         with self._send_lock:
             ops = self._ref_ops
             if ops:
-                batch = []
+                # Holds and releases (sign, id), and registrations of direct results (PUT
+                # messages, see `nbdist.direct`), in the order they were queued.
+                head: list[Any] = []
+                batch: list[tuple[int, int]] = []
                 while ops:
-                    batch.append(ops.popleft())
-                msgs = [(P.REFS, batch), *msgs]
+                    op = ops.popleft()
+                    if op[0] == P.PUT:
+                        if batch:
+                            head.append((P.REFS, batch))
+                            batch = []
+                        head.append(op)
+                    else:
+                        batch.append(op)
+                if batch:
+                    head.append((P.REFS, batch))
+                msgs = [*head, *msgs]
             try:
                 self.conn.send(msgs)
             except OSError as exc:
@@ -308,10 +338,30 @@ class CoreClient:
             self._cache.pop(oid, None)
             self._mapped.pop(oid, None)
             self._requested.discard(oid)
+        direct = self.direct
+        if direct is not None and direct.forget(oid):
+            return
         self._ref_ops.append((-1, oid))
 
     def holds(self, oid: int) -> bool:
         return oid in self._refs
+
+    # For `nbdist.direct`: a hold as a ref object takes and its release; where a value is;
+    # ``(sign, id)`` or a PUT queued for the node, in order (see `send`), and sent now.
+    def hold(self, oid: int) -> None:
+        self._hold(oid, True)
+
+    release = _release
+
+    def cached(self, oid: int) -> tuple | None:
+        return self._cache.get(oid)
+
+    def queue_ref_op(self, op: tuple) -> None:
+        self._ref_ops.append(op)
+
+    def flush_ref_ops(self) -> None:
+        if self._ref_ops:
+            self.send([])
 
     # ------------------------------------------------------------ functions and tasks
     def ensure_function(self, fid: int, pickled: bytes) -> list[Any]:
@@ -372,18 +422,24 @@ class CoreClient:
         job = self.job or ctx.job
         spec = (task_id, fid, name, blob, deps, num_returns, resources, max_retries,
                 retry_exceptions, actor_id, method, ctx.task_id, contained, job, extra)
-        msgs = self.ensure_function(fid, pickled) if pickled is not None else []
-        msgs.append((P.SUBMIT, spec))
         ret_ids = range(task_id + 1, task_id + 1 + num_returns)
         self._expected.update(ret_ids)
-        self._tasks[task_id] = name
+        self.task_names[task_id] = name
         refs = [ObjectRef(rid, False) for rid in ret_ids]
         if self.mode == P.KIND_DRIVER:
             tag = ev.current_submitter()
             if tag is not None:
-                self._task_tags[task_id] = tag
+                self.task_tags[task_id] = tag
             ev.publish_later(records.submitted,
                              (_T(), task_id, name, deps, num_returns, actor_id, tag))
+        direct = self.direct
+        if direct is not None:
+            if actor_id and method != P.ACTOR_INIT and direct.route(spec, contained):
+                return task_id, refs
+            for dep in deps:
+                direct.escape(dep)  # the node resolves it
+        msgs = self.ensure_function(fid, pickled) if pickled is not None else []
+        msgs.append((P.SUBMIT, spec))
         self.send(msgs)
         del keep
         return task_id, refs
@@ -439,19 +495,29 @@ class CoreClient:
                 self._mapped[oid] = view
         return serialization.loads(view)
 
+    def fetch(self, oids: list[int], timeout: float | None = None) -> dict[int, tuple]:
+        """The locations of ``oids``, which this process need not hold (a direct call's
+        arguments, a spilled object), once the node has sent them (within ``timeout``: those
+        it had)."""
+        with self._lock:
+            self._fetching.update(oids)
+        try:
+            self._block(oids, len(oids), timeout)
+            with self._lock:
+                return {oid: self._cache[oid] for oid in oids if oid in self._cache}
+        finally:
+            with self._lock:
+                for oid in oids:
+                    self._fetching.discard(oid)
+                    if oid not in self._refs:
+                        self._cache.pop(oid, None)
+                        self._requested.discard(oid)
+
     def _relocate(self, oid: int) -> tuple:
         with self._lock:
             self._cache.pop(oid, None)
             self._requested.discard(oid)
-            self._relocating.add(oid)
-        try:
-            self._block([oid], 1, 60.0)
-            with self._lock:
-                loc = self._cache.get(oid)
-                if oid not in self._refs:
-                    self._cache.pop(oid, None)
-        finally:
-            self._relocating.discard(oid)
+        loc = self.fetch([oid], 60.0).get(oid)
         if loc is None:
             raise ObjectLostError(f"Object {oid:x} could not be found in the object store.")
         return loc
@@ -563,7 +629,7 @@ class CoreClient:
 
     def unfinished_tasks(self, tag: str) -> list[int]:
         """Ids of this driver's unfinished tasks submitted under ``tag`` (nested included)."""
-        return [tid for tid, t in list(self._task_tags.items()) if t == tag]
+        return [tid for tid, t in list(self.task_tags.items()) if t == tag]
 
     # ------------------------------------------------------------ control
     def reserve(self, oid: int, size: int) -> None:
@@ -594,9 +660,15 @@ class CoreClient:
         return self._refs.get(oid, 0)
 
     def cancel(self, oid: int, force: bool) -> None:
+        direct = self.direct
+        if direct is not None and direct.cancel(direct.task_of(oid), force):
+            return
         self.send([(P.CANCEL, oid, force)])
 
     def cancel_task(self, task_id: int, force: bool) -> None:
+        direct = self.direct
+        if direct is not None and direct.cancel(task_id, force):
+            return
         # The node finds a task from any of its return ids; every task has id + 1.
         self.send([(P.CANCEL, task_id + 1, force)])
 
@@ -608,7 +680,7 @@ class CoreClient:
         oid = loc[0]
         waiters = None
         with self._lock:
-            if oid in self._refs or oid in self._relocating:
+            if oid in self._refs or oid in self._fetching:
                 self._cache[oid] = loc[:3]
             waiters = self._waiters.pop(oid, None)
         if waiters:
@@ -627,16 +699,17 @@ class CoreClient:
         for msg in msgs:
             op = msg[0]
             if op == P.DONE:
-                self._done(msg)
+                self.task_done(msg)
             elif op == P.OBJ:
                 self._requested.discard(msg[1][0])
                 self._store(msg[1])
             elif op == P.STARTED:
-                self._started(msg)
+                if self.mode == P.KIND_DRIVER:
+                    records.tasks_started(self, msg[1], msg[2])
             elif op == P.LOG:
-                self._log(msg)
+                records.output(self, msg)
             elif op == P.EVENT:
-                self._event(msg[1], msg[2])
+                records.node_event(self, msg[1], msg[2])
             elif op == P.CONTROL_REPLY:
                 slot = self._control.pop(msg[1], None)
                 if slot is not None:
@@ -645,83 +718,21 @@ class CoreClient:
             elif self.on_other is not None:
                 self.on_other(msg)
 
-    def _done(self, msg: tuple) -> None:
+    def task_done(self, msg: tuple, from_link: bool = False) -> None:
+        """A DONE from the node, or from a direct link (``from_link``)."""
         _, task_id, ok, locs, t0, t1, pid = msg
-        name = self._tasks.pop(task_id, "?")
-        self._task_tags.pop(task_id, None)
+        name = self.task_names.pop(task_id, "?")
+        self.task_tags.pop(task_id, None)
         expected = self._expected
         for loc in locs:
-            expected.discard(loc[0])
+            # Stored before it stops being expected: a get meanwhile finds it one way or the
+            # other, never asks the node (which may not know a direct call's result).
             self._store(loc)
-        if self.mode != P.KIND_DRIVER:
-            return
-        now = _T()
-        node_id = self.node_id
-        if task_id in self._running:
-            self._running.discard(task_id)
-        elif t0:
-            # It ended before the node's batched started-notice went out.
-            ev.publish_later(records.started, (t0, task_id, name, node_id, pid))
-        if ok:
-            ev.publish_later(records.finished, (now, task_id, name, t1 - t0, node_id, pid, t0))
-            for loc in locs:
-                size = len(loc[1]) if loc[1] is not None else loc[2]
-                ev.publish_later(records.created, (now, loc[0], size, node_id,
-                                                   self.client_no, task_id, loc[1] is None))
-        else:
-            tid = hex_id(task_id)
-            blob = locs[0][1] if locs else None
-            etype, message = records.error_summary(blob)
-            self.publish(ev.TaskFailed(now, tid, name, etype, message, t1 - t0 if t0 else 0.0,
-                                       pid, t0, records.traceback_text(blob)))
-
-    def _started(self, msg: tuple) -> None:
-        if self.mode != P.KIND_DRIVER:
-            return
-        _, items, t = msg
-        names = self._tasks
-        self._running.update(task_id for task_id, _ in items)
-        for task_id, pid in items:
-            self.publish(ev.TaskStarted(t, hex_id(task_id), names.get(task_id, "?"),
-                                        self.node_id, pid))
-
-    def _log(self, msg: tuple) -> None:
-        _, task_id, name, pid, stream, text = msg
-        now = _T()
-        tag = self._task_tags.get(task_id)
-        lines = [ev.Output(now, hex_id(task_id), name, pid, stream, line, tag)
-                 for line in text.splitlines()]
-        for record in lines:
-            self.publish(record)
-        handler = ev.output_handler()
-        if handler is not None:
-            try:
-                if handler(lines):
-                    return
-            except Exception:
-                log.exception("nbdist output handler failed")
-        if self.log_to_driver:
-            out = sys.stderr if stream == "stderr" else sys.stdout
-            prefix = f"({name} pid={pid}) "
-            try:
-                out.write("".join(prefix + line + "\n" for line in text.splitlines()))
-                out.flush()
-            except Exception:  # a closed stream must not break the reader thread
-                pass
-
-    def _event(self, kind: str, f: dict[str, Any]) -> None:
-        tag = None
-        if kind == "task_submitted":
-            tid = f["task_id"]
-            self._tasks.setdefault(tid, f["name"])
-            tag = self._task_tags.get(f["parent"])
-            if tag is not None:
-                self._task_tags[tid] = tag
-        elif kind in ("task_finished", "task_failed"):
-            self._tasks.pop(f["task_id"], None)
-            self._task_tags.pop(f["task_id"], None)
-        for record in records.from_node(kind, f, _T(), self.node_id, self.inline_max, tag):
-            self.publish(record)
+            expected.discard(loc[0])
+        if self.direct is not None:
+            self.direct.ended(msg, from_link)
+        if self.mode == P.KIND_DRIVER:
+            records.task_ended(self, task_id, name, ok, locs, t0, t1, pid)
 
     def _on_close(self, error: BaseException | None) -> None:
         was_closing = self.closed
@@ -752,6 +763,8 @@ class CoreClient:
             except NbdistError:
                 pass
         self.closed = True
+        if self.direct is not None:
+            self.direct.close()
         self.conn.close()
 
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from . import protocol as P
 from .exceptions import ActorDiedError
-from .sched_records import Actor, Task, Worker, _NullClient
+from .sched_records import Actor, Client, Obj, Task, Worker, _NullClient
 from .serialization import error_text, system_error_blob
 
 if TYPE_CHECKING:
@@ -233,3 +233,44 @@ def _dead_error(self: NodeState, actor: Actor | None, actor_id: int, reason: str
     reason = reason or self._dead_reasons.get(actor_id) or "it is no longer alive"
     return ActorDiedError(
         f"The actor {actor_id:x} cannot run the call: {reason}.", f"{actor_id:x}")
+
+
+def _lost_call_may_run(self: NodeState, actor: Actor, task: Task) -> bool:
+    """A driver resubmits a direct call whose link broke (``extra = {"lost_on": pid,
+    "attempt": n}``, see `nbdist.direct`): it may have run when the actor's process pid died.
+    While this node has not seen that death the call is in flight like the others; once it
+    has, the call runs again only as ``max_task_retries`` allows (else it fails here)."""
+    extra = task.spec[P.S_EXTRA]
+    pid = extra.get("lost_on", 0)
+    worker = actor.worker
+    if actor.remote or not actor.spec or (worker is not None and worker.pid == pid):
+        return True
+    task.attempt = int(extra.get("attempt", 1))
+    retries = (actor.spec[P.S_EXTRA] or {}).get("max_task_retries", 0)
+    if retries == -1 or task.attempt <= retries:
+        return True
+    self._finish_error(task, system_error_blob(ActorDiedError(
+        f"The actor {actor.id:x} died while running this call (its process pid={pid} "
+        "ended); it is restarting. Set max_task_retries to retry calls.", f"{actor.id:x}")))
+    return False
+
+
+def direct_result(self: NodeState, client: Client, task_id: int, job: int, locs: list,
+                  t0: float, t1: float) -> None:
+    """A driver's direct call (see `nbdist.direct`; never submitted here) ended on the worker
+    of ``client`` with results this node must hold (in shared memory, or holding refs):
+    store them for that driver and tell it, as for a call that ran through the node."""
+    owner = self.jobs.get(job)
+    for loc in locs:
+        oid = loc[0]
+        self._unreserve(client, oid)
+        obj = self.objects.get(oid)
+        if obj is None:
+            obj = self.objects[oid] = Obj()
+        obj.owner_job = job
+        if owner is not None and oid not in owner.holds:
+            owner.holds.add(oid)
+            obj.count += 1
+        self._store(oid, obj, loc[:3], loc[3] if len(loc) > 3 else ())
+    if owner is not None:
+        self.io.send(owner, (P.DONE, task_id, True, locs, t0, t1, client.pid))

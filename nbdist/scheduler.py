@@ -27,8 +27,9 @@ queue, a worker. A failed dependency fails its dependents without running them.
 Where: the records it keeps and the NodeIO interface are in `sched_records`. Four sections of
 NodeState live in modules of their own, as functions of the state bound as methods in the class
 body: `sched_memory` (room for writers, spilling), `sched_workers` (worker processes started
-and lost), `sched_actors` (actors) and `sched_remote` (other nodes). Clients, refcounts,
-objects, tasks, blocking, cancel and notices stay here.
+and lost), `sched_actors` (actors; also a driver's direct calls, when one is resubmitted here or
+ends with results to hold) and `sched_remote` (other nodes). Clients, refcounts, objects, tasks,
+blocking, cancel and notices stay here.
 """
 
 from __future__ import annotations
@@ -293,6 +294,8 @@ class NodeState:
                 target = self.actors[actor_id] = Actor.stand_in(actor_id, owner)
             if target is None or target.state == "dead":
                 self._finish_error(task, system_error_blob(self._dead_error(target, actor_id)))
+                return
+            if spec[P.S_EXTRA] and not self._lost_call_may_run(target, task):
                 return
             target.queue.append(task)
         if client.kind == P.KIND_WORKER:
@@ -730,6 +733,8 @@ class NodeState:
     _calls_lost_in_restart = sched_actors._calls_lost_in_restart
     _actor_gone = sched_actors._actor_gone
     _dead_error = sched_actors._dead_error
+    _lost_call_may_run = sched_actors._lost_call_may_run
+    direct_result = sched_actors.direct_result
     set_cluster_view = sched_remote.set_cluster_view
     _remote_for = sched_remote._remote_for
     _spill = sched_remote._spill

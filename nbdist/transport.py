@@ -126,6 +126,20 @@ def client_handshake(sock: socket.socket, secret: bytes, timeout: float = 5.0) -
     sock.settimeout(None)
 
 
+def server_handshake(sock: socket.socket, secret: bytes, timeout: float = 5.0) -> None:
+    """The accepting side of the challenge on a blocking socket (a `Server` does it without
+    blocking); raises TransportError or OSError if the peer does not prove the secret."""
+    sock.settimeout(timeout)
+    nonce = os.urandom(NONCE)
+    sock.sendall(MAGIC + nonce)
+    answer = _recv_exact(sock, NONCE + 32)
+    client_nonce, digest = answer[:NONCE], answer[NONCE:]
+    if not hmac.compare_digest(digest, _digest(secret, b"C", nonce, client_nonce)):
+        raise TransportError("authentication failed (wrong cluster token)")
+    sock.sendall(_digest(secret, b"S", client_nonce, nonce))
+    sock.settimeout(None)
+
+
 # ------------------------------------------------------------------------------------- TLS
 # Optional, for TCP between machines (Unix sockets and worker socketpairs never use it). With a
 # CA, both sides must present a certificate it signed; the token handshake runs inside TLS.
@@ -206,6 +220,12 @@ class Connection:
         self._resume = threading.Event()
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
+        # Other sockets read by whichever thread reads this one (`add_extra`); a byte on the
+        # second pipe tells that thread the set changed.
+        self.extra: list[Any] = []
+        self.watch_extra = False
+        self._extra_r, self._extra_w = os.pipe()
+        os.set_blocking(self._extra_r, False)
         self.closed = False
         self._thread = threading.Thread(target=self._read_loop, name=name, daemon=True)
 
@@ -238,15 +258,47 @@ class Connection:
                 n += self.sock.recv_into(memoryview(self._rbuf)[n:])
         return memoryview(self._rbuf)[:n]
 
+    def add_extra(self, reader: Any) -> None:
+        """Also read ``reader`` (an object with ``fileno()`` and ``read() -> bool``, such as a
+        `links.Link`) whenever this connection is read; it leaves the set itself
+        (`remove_extra`) when it closes."""
+        with self._borrow_lock:
+            self.extra = [*self.extra, reader]
+        with contextlib.suppress(OSError):
+            os.write(self._extra_w, b"x")
+
+    def remove_extra(self, reader: Any) -> None:
+        with self._borrow_lock:
+            self.extra = [r for r in self.extra if r is not reader]
+
+    def _read_extra(self, ready: list[Any]) -> None:
+        for r in ready:
+            if r is self._extra_r:
+                with contextlib.suppress(OSError):
+                    os.read(self._extra_r, 4096)
+            elif r is not self.sock and r is not self._wake_r:
+                r.read()
+
     def pump(self, timeout: float | None) -> bool:
         """Read and deliver what arrives within ``timeout`` (None: until something does), on
         the calling thread; only for connections whose reader thread is not started, by one
-        thread at a time (``read_lock``). Returns False once the connection is closed."""
+        thread at a time (``read_lock``). Returns False once the connection is closed.
+
+        With extra readers (or ``watch_extra`` set: some may be added meanwhile) they are
+        read too, before this socket: what a direct link says before a reply that came
+        another way is delivered first."""
         if self.closed:
             return False
-        ready, _, _ = select.select([self.sock], [], [], timeout)
-        if not ready:
-            return True
+        if self.extra or self.watch_extra:
+            ready, _, _ = select.select([self.sock, self._extra_r, *self.extra], [], [],
+                                        timeout)
+            self._read_extra(ready)
+            if self.sock not in ready:
+                return not self.closed
+        else:
+            ready, _, _ = select.select([self.sock], [], [], timeout)
+            if not ready:
+                return True
         data: bytes | memoryview
         try:
             data = self._recv()
@@ -273,10 +325,14 @@ class Connection:
                 with self.read_lock:
                     self._reading = True
                     while not self._borrowers and not self.closed:
-                        watch: list[Any] = [self.sock, wake]
+                        watch: list[Any] = [self.sock, wake, self._extra_r, *self.extra]
                         ready, _, _ = select.select(watch, [], [])
+                        if len(ready) > 1 or ready[0] is not self.sock:
+                            self._read_extra(ready)
                         if wake in ready:
                             os.read(wake, 4096)
+                            continue
+                        if self.sock not in ready:
                             continue
                         data = self._recv()
                         if not data:
@@ -327,6 +383,9 @@ class Connection:
         self._resume.set()
         with contextlib.suppress(OSError):
             os.write(self._wake_w, b"x")
+        for reader in self.extra:
+            with contextlib.suppress(Exception):
+                reader.close()
         with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_RDWR)
         with contextlib.suppress(OSError):

@@ -12,6 +12,13 @@ KeyboardInterrupt in the main thread when it runs the named task (non-forced can
 
 Output: ``sys.stdout``/``sys.stderr`` are replaced by streams that send each completed line to
 the node, tagged with the task that printed it.
+
+Direct calls (`nbdist.direct`): an actor's worker also listens for links from drivers on its
+node (`links.Endpoint`). A call that comes on a link (``CALL``) joins the same inbox as the
+node's ``EXEC``; the main thread fetches its arguments that were not ready (in arrival order,
+as the node would), runs it or hands it to the actor's pool or loop, and answers on the link:
+DONE with inline results, or, for results the node must hold (in shared memory, containing
+refs), ``DIRECT_RESULT`` to the node, which answers the caller. Its output goes on the link.
 """
 
 from __future__ import annotations
@@ -28,9 +35,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from . import links, runtime, serialization, store, transport
 from . import protocol as P
-from . import runtime, serialization, store, transport
-from .exceptions import SerializationError
+from .exceptions import SerializationError, TaskCancelledError
 
 _ENGINE_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -76,8 +83,12 @@ class TaskStream:
 
 
 class Worker:
-    def __init__(self, client: runtime.CoreClient) -> None:
+    def __init__(self, client: runtime.CoreClient, secret: bytes = b"") -> None:
         self.client = client
+        self.secret = secret
+        self.endpoint: links.Endpoint | None = None
+        self.cancelled: set[int] = set()  # direct calls cancelled by their caller
+        self.running_async: dict[int, asyncio.Task] = {}  # direct async calls started
         # Calls to run on the main thread, in arrival order; None means exit.
         self.inbox: collections.deque[tuple | None] = collections.deque()
         self.fn_bytes: dict[int, bytes] = {}
@@ -117,11 +128,78 @@ class Worker:
             raise KeyboardInterrupt
 
     def send_output(self, stream: str, text: str) -> None:
-        task_id = self.client.ctx.task_id
+        ctx = self.client.ctx
         try:
-            self.client.send([(P.STDOUT, task_id, stream, text)])
+            if ctx.link is not None:
+                ctx.link.send([(P.LOG, ctx.task_id, ctx.name, self.pid, stream, text)])
+            else:
+                self.client.send([(P.STDOUT, ctx.task_id, stream, text)])
         except Exception:
             pass
+
+    # -------------------------------------------------------------- direct links
+    def listen(self) -> None:
+        """Take direct calls from drivers on this node (an actor's worker)."""
+        sock_dir = links.socket_dir(self.client.info)
+        if not (sock_dir and self.secret and self.client.info["config"].get(
+                "direct_actor_calls", True)):
+            return
+        try:
+            self.endpoint = links.Endpoint(sock_dir, self.secret, self.actor_id, self.accepted)
+        except OSError:
+            return  # calls keep coming through the node
+        self.client.conn.watch_extra = True
+
+    def accepted(self, sock: socket.socket, pid: int) -> None:
+        link = links.Link(sock, lambda msgs: self.on_link(link, msgs), self.link_closed, pid)
+        self.client.conn.add_extra(link)
+
+    def link_closed(self, link: links.Link) -> None:
+        self.client.conn.remove_extra(link)
+
+    def on_link(self, link: links.Link, msgs: list[Any]) -> None:
+        for msg in msgs:
+            if msg[0] == P.CALL:
+                self.inbox.append((P.EXEC, msg[1], msg[2], [], link))
+            elif msg[0] == P.CALL_CANCEL:
+                self.cancel_call(link, msg[1])
+
+    def cancel_call(self, link: links.Link, task_id: int) -> None:
+        for msg in list(self.inbox):
+            if msg is not None and len(msg) > 4 and msg[1][P.S_TASK_ID] == task_id:
+                try:
+                    self.inbox.remove(msg)
+                except ValueError:
+                    break  # taken to run meanwhile
+                err = TaskCancelledError(f"Task {msg[1][P.S_NAME]!r} was cancelled.")
+                self.reply_error(msg[1], serialization.system_error_blob(err), 0.0, link)
+                return
+        # Started: an async method is cancelled (CancelledError in its coroutine); a sync
+        # one runs to its end, as in Ray (an actor's state would be left half-changed).
+        if self.loop is not None:
+            self.cancelled.add(task_id)
+            self.loop.call_soon_threadsafe(self.cancel_async, task_id)
+
+    def cancel_async(self, task_id: int) -> None:
+        task = self.running_async.get(task_id)
+        if task is not None:
+            task.cancel()
+
+    def resolve(self, msg: tuple) -> tuple | None:
+        """A direct call with every argument's location (fetched from the node if it was not
+        ready when sent); None if an argument failed (the call fails with its error)."""
+        spec, locs = msg[1], msg[2]
+        missing = [dep for dep, loc in zip(spec[P.S_DEPS], locs, strict=True) if loc is None]
+        if missing:
+            got = self.client.fetch(missing)
+            locs = [got[dep] if loc is None else loc
+                    for dep, loc in zip(spec[P.S_DEPS], locs, strict=True)]
+        for loc in locs:
+            blob = loc[1]
+            if blob is not None and blob[:1] in (b"E", b"S"):
+                self.reply_error(spec, blob, 0.0, msg[4])
+                return None
+        return (P.EXEC, spec, locs, [], msg[4])
 
     # -------------------------------------------------------------- main loop
     def serve(self) -> None:
@@ -130,12 +208,28 @@ class Worker:
         inbox = self.inbox
         client = self.client
         while True:
-            while not inbox:
-                if not client.pump(None):
-                    return
+            if not inbox:
+                while not inbox:
+                    if not client.pump(None):
+                        return
+            elif self.endpoint is not None:
+                # Calls waited here while the last one ran: read what came meanwhile (a
+                # caller's cancel of one of them) before starting the next.
+                client.pump(0)
+                if not inbox:
+                    continue
             msg = inbox.popleft()
             if msg is None:
                 return
+            if len(msg) > 4:  # a direct call: its arguments first, in arrival order
+                try:
+                    resolved = self.resolve(msg)
+                except Exception as exc:  # the node went away, or an argument is lost
+                    self.fail(msg[1], exc, time.time(), msg[4])
+                    continue
+                if resolved is None:
+                    continue
+                msg = resolved
             if (self.pool or self.loop) and msg[1][P.S_METHOD] != P.ACTOR_INIT:
                 # Calls that arrived while the constructor ran.
                 self.run_concurrent(msg)
@@ -184,7 +278,7 @@ class Worker:
         return args, kwargs
 
     def prepare(self, msg: tuple) -> tuple[Any, list[Any], dict[str, Any]]:
-        _, spec, dep_locs, gpu_ids = msg
+        spec, dep_locs, gpu_ids = msg[1], msg[2], msg[3]
         if gpu_ids:
             os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpu_ids)
         args, kwargs = self.decode_args(spec, dep_locs)
@@ -195,23 +289,25 @@ class Worker:
             return getattr(self.instance, method), args, kwargs
         return self.load_fn(spec[P.S_FID]), args, kwargs
 
-    def enter(self, spec: tuple) -> tuple[int, int, int, str]:
+    def enter(self, spec: tuple, link: links.Link | None) -> tuple:
         ctx = self.client.ctx
-        saved = (ctx.task_id, ctx.job, ctx.actor_id, ctx.name)
+        saved = (ctx.task_id, ctx.job, ctx.actor_id, ctx.name, ctx.link)
         ctx.task_id = spec[P.S_TASK_ID]
         ctx.job = spec[P.S_JOB]
         ctx.actor_id = spec[P.S_ACTOR]
         ctx.name = spec[P.S_NAME]
+        ctx.link = link
         return saved
 
-    def leave(self, saved: tuple[int, int, int, str]) -> None:
+    def leave(self, saved: tuple) -> None:
         ctx = self.client.ctx
-        ctx.task_id, ctx.job, ctx.actor_id, ctx.name = saved
+        ctx.task_id, ctx.job, ctx.actor_id, ctx.name, ctx.link = saved
 
     def execute(self, msg: tuple, main: bool = False) -> None:
         spec = msg[1]
         task_id = spec[P.S_TASK_ID]
-        saved = self.enter(spec)
+        link = msg[4] if len(msg) > 4 else None
+        saved = self.enter(spec, link)
         t0 = time.time()
         if main:
             self.running_main = task_id
@@ -224,34 +320,46 @@ class Worker:
             finally:
                 if main:
                     self.running_main = 0
-            self.finish(spec, value, t0)
+            self.finish(spec, value, t0, link)
         except BaseException as exc:  # the user's error, reported with its traceback
-            self.fail(spec, exc, t0)
+            self.fail(spec, exc, t0, link)
         finally:
             _flush_streams()
             self.leave(saved)
 
     async def execute_async(self, msg: tuple) -> None:
         spec = msg[1]
+        task_id = spec[P.S_TASK_ID]
+        link = msg[4] if len(msg) > 4 else None
         assert self.async_sem is not None
-        async with self.async_sem:
-            saved = self.enter(spec)
-            t0 = time.time()
-            try:
-                fn, args, kwargs = self.prepare(msg)
-                value = await fn(*args, **kwargs)
-                self.finish(spec, value, t0)
-            except BaseException as exc:
-                self.fail(spec, exc, t0)
-            finally:
-                self.leave(saved)
+        t0 = time.time()
+        if link is not None:
+            task = asyncio.current_task()
+            assert task is not None
+            self.running_async[task_id] = task
+            if task_id in self.cancelled:
+                task.cancel()  # cancelled before it started: it ends at its first await
+        try:
+            async with self.async_sem:
+                saved = self.enter(spec, link)
+                t0 = time.time()
+                try:
+                    fn, args, kwargs = self.prepare(msg)
+                    value = await fn(*args, **kwargs)
+                    self.finish(spec, value, t0, link)
+                finally:
+                    self.leave(saved)
+        except BaseException as exc:
+            self.fail(spec, exc, t0, link)
+        finally:
+            self.running_async.pop(task_id, None)
 
     def await_on_loop(self, coro: Any) -> Any:
         if self.loop is None:
             return asyncio.run(coro)
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
 
-    def finish(self, spec: tuple, value: Any, t0: float) -> None:
+    def finish(self, spec: tuple, value: Any, t0: float, link: links.Link | None) -> None:
         if spec[P.S_ACTOR] and spec[P.S_METHOD] == P.ACTOR_INIT:
             self.instance = value
             self.actor_id = spec[P.S_ACTOR]
@@ -272,7 +380,20 @@ class Worker:
         first = spec[P.S_TASK_ID] + 1
         for i, v in enumerate(values):
             locs.append(self.store_value(first + i, v, spec[P.S_NAME]))
-        self.client.send([(P.RESULT, spec[P.S_TASK_ID], True, locs, None, t0, time.time())])
+        task_id = spec[P.S_TASK_ID]
+        client = self.client
+        if link is None:
+            client.send([(P.RESULT, task_id, True, locs, None, t0, time.time())])
+        elif all(loc[1] is not None and not loc[3] for loc in locs):
+            # Refs the call's arguments carried, now held here: the node hears of that
+            # before the caller, told the call ended, lets go of its own holds.
+            client.flush_ref_ops()
+            try:
+                link.send([(P.DONE, task_id, True, locs, t0, time.time(), self.pid)])
+            except OSError:
+                pass  # the caller is gone
+        else:
+            client.send([(P.DIRECT_RESULT, task_id, spec[P.S_JOB], locs, t0, time.time())])
 
     def store_value(self, oid: int, value: Any, name: str) -> tuple:
         try:
@@ -288,16 +409,29 @@ class Worker:
         store.write(client._shm_path(oid), parts, size, client._warm_base())
         return (oid, None, size, contained)
 
-    def fail(self, spec: tuple, exc: BaseException, t0: float) -> None:
-        name = spec[P.S_NAME]
-        if spec[P.S_ACTOR] and spec[P.S_METHOD] != P.ACTOR_INIT:
-            name = f"{name}"
-        blob = serialization.error_blob(name, exc, self.pid, f"{spec[P.S_TASK_ID]:x}",
-                                        _engine_frame)
+    def fail(self, spec: tuple, exc: BaseException, t0: float,
+             link: links.Link | None = None) -> None:
+        blob = serialization.error_blob(spec[P.S_NAME], exc, self.pid,
+                                        f"{spec[P.S_TASK_ID]:x}", _engine_frame)
+        if link is not None:
+            if spec[P.S_TASK_ID] in self.cancelled:
+                self.cancelled.discard(spec[P.S_TASK_ID])
+                blob = serialization.system_error_blob(TaskCancelledError(
+                    f"Task {spec[P.S_NAME]!r} was cancelled."))
+            self.reply_error(spec, blob, t0, link)
+            return
         try:
             self.client.send([(P.RESULT, spec[P.S_TASK_ID], False, [], blob, t0, time.time())])
         except Exception:
             os._exit(1)
+
+    def reply_error(self, spec: tuple, blob: bytes, t0: float, link: links.Link) -> None:
+        first = spec[P.S_TASK_ID] + 1
+        locs = [(oid, blob, 0) for oid in range(first, first + spec[P.S_NRET])]
+        try:
+            link.send([(P.DONE, spec[P.S_TASK_ID], False, locs, t0, time.time(), self.pid)])
+        except OSError:
+            pass  # the caller is gone
 
     def setup_actor(self, spec: tuple) -> None:
         extra = spec[P.S_EXTRA] or {}
@@ -313,6 +447,7 @@ class Worker:
                              daemon=True).start()
         elif concurrency and concurrency > 1:
             self.pool = ThreadPoolExecutor(concurrency, thread_name_prefix="nbdist-actor")
+        self.listen()
 
 
 def _flush_streams() -> None:
@@ -329,9 +464,13 @@ def main(sock: socket.socket, secret: bytes, node_info: dict[str, Any]) -> None:
     info = dict(node_info)
     client = runtime.CoreClient(sock, info, P.KIND_WORKER)
     runtime.set_client(client)
-    worker = Worker(client)
+    worker = Worker(client, secret)
     sys.stdout = TaskStream(worker, "stdout")
     sys.stderr = TaskStream(worker, "stderr")
     signal.signal(signal.SIGINT, worker.on_sigint)
     client.start(reader_thread=False)
-    worker.serve()
+    try:
+        worker.serve()
+    finally:
+        if worker.endpoint is not None:
+            worker.endpoint.close()
