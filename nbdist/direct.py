@@ -44,8 +44,10 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import TYPE_CHECKING, Any
 
+from . import events as ev
 from . import links, records
 from . import protocol as P
 from .exceptions import NbdistError
@@ -175,6 +177,8 @@ class DirectCalls:
         with self.lock:
             if oid in self.unregistered:
                 self.unregistered.discard(oid)
+                # The node, which would report it freed, never knew it.
+                ev.publish_later(records.freed, (time.time(), oid))
                 return True
             return oid in self.returns
 
@@ -225,6 +229,8 @@ class DirectCalls:
                         queue((-1, oid))
                 elif held:
                     self.unregistered.add(oid)
+                else:  # dropped before it came: gone at once, and only this process knew
+                    ev.publish_later(records.freed, (time.time(), oid))
             for oid in call.holds:
                 client.release(oid)
 

@@ -1,8 +1,8 @@
 """The driver's event records, made from what it does and what its node tells it (layer L2).
 
-The per-call builders (`submitted`, `wait_begun`, `started`, `finished`, `created`) take plain
-ids and are published with `events.publish_later`: ids are formatted and records made only
-when read. `from_node` turns a node's EVENT message (tasks that the driver's tasks submitted,
+The per-call builders (`submitted`, `wait_begun`, `started`, `finished`, `created`, `freed`)
+take plain ids and are published with `events.publish_later`: ids are formatted and records made
+only when read. `from_node` turns a node's EVENT message (tasks that the driver's tasks submitted,
 objects freed, workers, actors) into records.
 
 The driver's `runtime.CoreClient` hands what its node (or a direct link) says to the functions
@@ -57,12 +57,16 @@ def created(t: float, oid: int, size: int, node_id: str, owner: int, task_id: in
                             hex_id(task_id) if task_id is not None else None, in_shm)
 
 
+def freed(t: float, oid: int) -> ev.Event:
+    return ev.ObjectFreed(t, hex_id(oid))
+
+
 def from_node(kind: str, f: dict[str, Any], now: float, node_id: str, inline_max: int,
               tag: str | None) -> list[ev.Event]:
     """The records for a node's EVENT message ``(kind, fields)``; ``tag`` is the submitter of
     a submitted task's root task."""
     if kind == "objects_freed":
-        return [ev.ObjectFreed(now, hex_id(oid)) for oid in f["ids"]]
+        return [freed(now, oid) for oid in f["ids"]]
     if kind == "task_submitted":
         return [submitted(now, f["task_id"], f["name"], f["deps"], f["nret"], f["actor"], tag,
                           f["parent"])]

@@ -729,10 +729,10 @@ class CoreClient:
             # other, never asks the node (which may not know a direct call's result).
             self._store(loc)
             expected.discard(loc[0])
-        if self.direct is not None:
-            self.direct.ended(msg, from_link)
         if self.mode == P.KIND_DRIVER:
             records.task_ended(self, task_id, name, ok, locs, t0, t1, pid)
+        if self.direct is not None:  # after the records: it may publish that one is freed
+            self.direct.ended(msg, from_link)
 
     def _on_close(self, error: BaseException | None) -> None:
         was_closing = self.closed

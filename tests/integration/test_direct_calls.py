@@ -269,6 +269,35 @@ def test_no_objects_left_at_the_node_after_many_direct_calls(wait_until) -> None
                what="the node to hold no more objects than before")
 
 
+def test_events_of_direct_calls_match_those_through_the_node(wait_until) -> None:
+    from nbdist import events
+
+    seen: list = []
+    unsubscribe = events.subscribe(seen.extend)
+    try:
+        log = Log.remote()
+        warm(log)
+        sent = direct_sent()
+        kept = log.echo.remote("kept")
+        assert nbdist.get(kept) == "kept"
+        for i in range(20):
+            nbdist.get(log.echo.remote(i))  # each result dropped at once
+        log.echo.remote("never read")
+        assert direct_sent() - sent == 22
+        mine = {kept.hex()}
+
+        def settled() -> bool:
+            made = {e.object_id for e in seen if e.kind == "object_created"}
+            freed = {e.object_id for e in seen if e.kind == "object_freed"}
+            done = [e for e in seen if e.kind == "task_finished" and e.name == "Log.echo"]
+            return len(done) >= 22 and len(made - freed) == 1 and (made - freed) == mine
+
+        wait_until(settled, timeout=30, what="every direct result created, and freed once "
+                                              "dropped (the kept one alive)")
+    finally:
+        unsubscribe()
+
+
 def test_driver_without_direct_calls(no_cluster, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NBDIST_DIRECT_ACTOR_CALLS", "0")
     nbdist.init(num_cpus=2)
