@@ -23,6 +23,9 @@ What runs: a notebook cell submits a three-stage DAG (``inc`` -> ``double`` -> `
   records still waiting to be applied then count as behind too;
 - **arrival**: the same difference when each message reaches the page (before the panel handles
   it): the part of the lag spent in the kernel, the server and the websocket;
+- **as of age at send**: for each message, its time stamp less its ``as_of``: how long the
+  newest records it reflects had waited in the kernel (the event stream's batching and the
+  bridge applying them) when it was taken;
 - **kernel cadence**: the gaps between the kernel's stamps of successive messages (a
   message's stamp is its arrival less its lag): the part of "behind" spent in the kernel
   before a message leaves;
@@ -85,6 +88,8 @@ INSTRUMENT = """() => {
     // When each kernel message arrived in the page (before the panel saw it), to split the
     // lag into transport (kernel -> server -> websocket) and the page's own time.
     b.received = [];
+    // How old each message's "as of" was when the kernel took it (records not applied yet).
+    b.stale = [];
     // The kernel's "as of" of each message (every record published before it is in it), by
     // the message's time stamp.
     const asOf = new Map();
@@ -96,6 +101,8 @@ INSTRUMENT = """() => {
             b.received.push([Date.now() / 1000, Date.now() / 1000 - msg.content.data.time]);
             if (msg.content.data.as_of) {
                 asOf.set(Number(msg.content.data.time), Number(msg.content.data.as_of));
+                b.stale.push([Date.now() / 1000,
+                              Number(msg.content.data.time) - Number(msg.content.data.as_of)]);
             }
         }
     });
@@ -128,7 +135,7 @@ STOP = """() => {
     const canvas = document.querySelector('#nbdist-panel .nbdist-graph-canvas');
     canvas.dispatchEvent(new PointerEvent('pointerup', {bubbles: true, pointerId: 1}));
     return {frames: b.frames, lags: b.lags, received: b.received, longtasks: b.longtasks,
-            behind: b.behind, behindAsOf: b.behindAsOf};
+            behind: b.behind, behindAsOf: b.behindAsOf, stale: b.stale};
 }"""
 
 ALL_FINISHED = """(n) => {
@@ -303,6 +310,9 @@ def main() -> None:
                     run).items()},
                 "received": {f"arrival_{k}": v for k, v in
                              lag_stats(data["received"], run).items()},
+                # At the kernel: how old each message's "as of" was when it was taken.
+                "as_of_age_at_send": {f"stale_{k}": v for k, v in
+                                      lag_stats(data["stale"], run).items()},
                 "kernel_cadence": cadence_stats(data["received"], run),
             }
             wall = after["Timestamp"] - before["Timestamp"]
