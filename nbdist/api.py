@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import config as config_mod
-from . import events, runtime
+from . import events, runtime, tally
 from . import protocol as P
 from . import remote_function as _rf
 from .actor import ActorClass, ActorHandle, _rebuild_handle
@@ -124,6 +124,7 @@ def init(address: str | None = None, *, backend: str = "nbdist", num_cpus: float
 def _joined(client: runtime.CoreClient, namespace: str | None, address: str,
             session_dir: str) -> ClusterInfo:
     global _namespace, _info
+    tally.reset()  # this driver's ids start over: what an earlier one did is not its work
     _namespace = namespace or ""
     if namespace:
         client.control("kv_put", (f"job_namespace:{client.job}", namespace))

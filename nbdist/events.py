@@ -2,30 +2,40 @@
 
 Producers (the driver runtime) call `publish(record)`: an append to a bounded deque, nothing
 else, so tracing costs little on the hot path. On the hottest paths they call
-`publish_later(make, args)` instead: with no subscriber the record is built (``make(*args)``,
-ids formatted) only when `recent` reads it, off the caller's critical path. A single
-dispatcher thread, started on the first `subscribe`, hands each subscriber the records in
-batches (a list per call), at most every ``BATCH_INTERVAL_S``. A subscriber that falls more
-than ``MAX_BACKLOG`` records behind gets an `EventsDropped` summary instead of the records it
-missed: a slow consumer never slows the engine.
+`publish_later(make, args)` instead, where ``make`` is a builder with a ``kind`` (an Event class,
+or a function marked with `builds`): the record is built (``make(*args)``, ids formatted) only
+if a subscriber wants records of that kind, else when it is read (`recent`, or a delivery;
+each read builds a new object). A single dispatcher thread, started on the first `subscribe`,
+hands each subscriber the records of the kinds it asked for in batches (a list per call), at
+most every ``BATCH_INTERVAL_S``; a *raw* subscriber gets the items as they were published (the
+same objects as in the history: `build` makes the record, `unbuilt` gives the builder and its
+arguments), so it can recognise by identity a record it already saw in `recent(raw=True)`.
+A subscriber that falls more than ``MAX_BACKLOG`` records behind gets an `EventsDropped`
+summary instead of the records it missed: a slow consumer never slows the engine.
+
+A view of thousands of tasks does not follow every task's records: it asks for `summary()`, a
+`TaskSummary` folded by the engine (`nbdist.tally`) from the same stream, current as of the
+call; `object_info` says what is known of some objects (for a ref shown in a notebook).
 
 Every record is a frozen dataclass with ``kind`` (a stable string) and ``version``
 (`EVENT_VERSION`, bumped when a field changes); ``time`` is ``time.time()`` on the driver or the
 worker where it happened. Ids are the hex strings users see elsewhere.
 
-    subscribe(callback) -> unsubscribe     callback(list[Event]) on the dispatcher thread
+    subscribe(callback, kinds=None) -> unsubscribe   callback(list[Event]), dispatcher thread
     recent(n=None) -> list[Event]          the last records kept (config.event_buffer)
+    summary() -> TaskSummary | None        the driver's tasks by function and submitter
+    object_info(ids) -> {id: {...}}        state, size, node and task of objects
 """
 
 from __future__ import annotations
 
 import collections
-import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +94,7 @@ class TaskFailed(Event):
     worker_pid: int
     started: float = 0.0  # when the worker began it, if it ran (0.0 if it never did)
     traceback: str = ""  # the remote traceback, as the worker formatted it
+    submitter: str | None = None  # as on its TaskSubmitted
     kind = "task_failed"
 
 
@@ -210,47 +221,104 @@ class EventsDropped(Event):
     kind = "events_dropped"
 
 
+# One group of `TaskSummary.groups`: (function name, submitter, pending, scheduled, running,
+# finished, failed); pending: waiting for its arguments; scheduled: for a worker.
+GroupCounts = tuple[str, "str | None", int, int, int, int, int]
+# One of `TaskSummary.workers`: (node id, pid, id and name of the task it runs or None, tasks
+# it ended, seconds busy, its last ended tasks as (task id, name, started, ended, failed)).
+WorkerSummary = tuple[str, int, "str | None", "str | None", int, float,
+                      tuple[tuple[str, str, float, float, bool], ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSummary(Event):
+    """The driver's tasks (nested ones included) folded by function and submitter, with the
+    workers and nodes they ran on: what `summary()` returns. Not published."""
+    groups: tuple[GroupCounts, ...]  # in order of appearance
+    edges: tuple[tuple[int, int, int], ...]  # (producing group, consuming group, refs passed)
+    workers: tuple[WorkerSummary, ...]
+    # (node id, tasks running, live objects, their bytes, of which in shared memory)
+    nodes: tuple[tuple[str, int, int, int, int], ...]
+    objects_freed: int
+    kind = "task_summary"
+
+
 Callback = Callable[[list[Event]], None]
+Builder = Callable[..., Event]
 
 
-class Deferred:
-    """A record not built yet: ``make(*args)``, built once, on the first read (so every
-    reader, `recent` and subscribers alike, gets the same object: readers that see a record
-    twice around subscribing recognise it by identity)."""
-
-    __slots__ = ("make", "args", "event")
-
-    def __init__(self, make: Callable[..., Event], args: tuple) -> None:
-        self.make = make
-        self.args = args
-        self.event: Event | None = None
-
-    def build(self) -> Event:
-        event = self.event
-        if event is None:
-            with _build_lock:  # two readers at once still get one object
-                event = self.event
-                if event is None:
-                    event = self.event = self.make(*self.args)
-                    self.args = ()
-        return event
+# A record published unbuilt is kept as ``(builder number, arguments)``: plain values only
+# (ids as ints), so the garbage collector stops scanning it after one look; a history of
+# 200,000 objects cost the driver's full collections hundreds of milliseconds each.
+_builders: list[Builder] = []
+_codes: dict[Builder, int] = {}
+_register_lock = threading.Lock()
 
 
-_build_lock = threading.Lock()
+def _code(make: Builder) -> int:
+    code = _codes.get(make)
+    if code is None:
+        with _register_lock:
+            code = _codes.get(make)
+            if code is None:
+                code = _codes[make] = len(_builders)
+                _builders.append(make)
+    return code
 
 
-def _built(item: Event | Deferred) -> Event:
-    return item if isinstance(item, Event) else item.build()
+def builds(kind: str) -> Callable[[Builder], Builder]:
+    """Mark a function as a builder of records of ``kind`` for `publish_later`."""
+
+    def mark(fn: Builder) -> Builder:
+        fn.kind = kind  # type: ignore[attr-defined]
+        _code(fn)
+        return fn
+
+    return mark
+
+
+def build(item: Any) -> Event:
+    """The record of an item as published (a raw subscriber's): built already, or built now
+    (a new object on every call)."""
+    if type(item) is tuple:
+        return _builders[item[0]](*item[1])
+    return item
+
+
+def unbuilt(item: Any) -> tuple[Builder, tuple] | None:
+    """``(builder, arguments)`` of an item published unbuilt, else None."""
+    if type(item) is tuple:
+        return _builders[item[0]], item[1]
+    return None
+
+
+def kind_of(item: Any) -> str:
+    """The kind of an item as published, built or not."""
+    if type(item) is tuple:
+        return _builders[item[0]].kind  # type: ignore[attr-defined]
+    return item.kind
+
+
+class _Sub:
+    __slots__ = ("callback", "kinds", "raw")
+
+    def __init__(self, callback: Callable[[list[Any]], None], kinds: frozenset[str] | None,
+                 raw: bool) -> None:
+        self.callback, self.kinds, self.raw = callback, kinds, raw
 
 
 class EventBus:
     """Bounded history plus batched delivery to subscribers (see the module docstring)."""
 
     def __init__(self, history: int = 200_000) -> None:
-        self._history: collections.deque[Event | Deferred] = collections.deque(maxlen=history)
-        self._pending: collections.deque[Event | Deferred] = collections.deque()
+        self._history: collections.deque[Any] = collections.deque(maxlen=history)
+        self._pending: collections.deque[Any] = collections.deque()
         self._dropped = 0
-        self._subs: list[Callback] = []
+        self._subs: list[_Sub] = []
+        # The kinds some subscriber wants (None: every kind), and those some subscriber wants
+        # built: `publish_later` builds a record at once only in that case.
+        self._wanted: frozenset[str] | None = frozenset()
+        self._wanted_built: frozenset[str] | None = frozenset()
         self._lock = threading.Lock()
         # Held while a batch is taken and handed out: `flush` returning means every record
         # published before it reached the subscribers, also one the dispatcher had in hand.
@@ -270,9 +338,13 @@ class EventBus:
             if self._history.maxlen != n:
                 self._history = collections.deque(self._history, maxlen=n)
 
-    def publish(self, event: Event | Deferred) -> None:
+    def _wants(self, kind: str) -> bool:
+        wanted = self._wanted
+        return wanted is None or kind in wanted
+
+    def publish(self, event: Any) -> None:
         self._history.append(event)
-        if self._subs:
+        if self._subs and self._wants(kind_of(event)):
             pending = self._pending
             if len(pending) >= MAX_BACKLOG:
                 # The subscribers are behind: keep the newest, count what is dropped.
@@ -280,20 +352,33 @@ class EventBus:
                 self._dropped += 1
             pending.append(event)
 
-    def publish_later(self, make: Callable[..., Event], args: tuple) -> None:
-        """Publish the record ``make(*args)``: built when it is read, or now if anyone
-        subscribes. Then the dispatcher thread, which feeds live views, has less to do: left
-        to build them as well, it fell more than ``MAX_BACKLOG`` records behind a
-        100,000-task run."""
-        self.publish(make(*args) if self._subs else Deferred(make, args))
+    def publish_later(self, make: Builder, args: tuple) -> None:
+        """Publish the record ``make(*args)``: built at once if a subscriber wants it built,
+        else when it is first read. Then the dispatcher thread, which feeds live views, has
+        less to do: left to build them as well, it fell more than ``MAX_BACKLOG`` records
+        behind a 100,000-task run."""
+        kind = make.kind  # type: ignore[attr-defined]
+        built = self._wanted_built
+        if self._subs and (built is None or kind in built):
+            self.publish(make(*args))
+        else:
+            self.publish((_code(make), args))
 
-    def recent(self, n: int | None = None) -> list[Event]:
+    def recent(self, n: int | None = None, raw: bool = False) -> list[Any]:
         items = list(self._history)
-        return [_built(x) for x in (items if n is None else items[-n:])]
+        if n is not None:
+            items = items[-n:]
+        return items if raw else [build(x) for x in items]
 
-    def subscribe(self, callback: Callback) -> Callable[[], None]:
+    def subscribe(self, callback: Callable[[list[Any]], None],
+                  kinds: Iterable[str] | None = None, raw: bool = False
+                  ) -> Callable[[], None]:
+        """``callback(batch)`` from now on, with the records of ``kinds`` (None: all);
+        ``raw``: items as published (see `build`, `unbuilt`)."""
+        sub = _Sub(callback, None if kinds is None else frozenset(kinds), raw)
         with self._lock:
-            self._subs.append(callback)
+            self._subs = [*self._subs, sub]
+            self._refresh_wanted()
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="nbdist-events", daemon=True
@@ -301,10 +386,23 @@ class EventBus:
                 self._thread.start()
 
         def unsubscribe() -> None:
-            with self._lock, contextlib.suppress(ValueError):
-                self._subs.remove(callback)
+            with self._lock:
+                self._subs = [s for s in self._subs if s is not sub]
+                self._refresh_wanted()
 
         return unsubscribe
+
+    def _refresh_wanted(self) -> None:
+        def union(subs: list[_Sub]) -> frozenset[str] | None:
+            out: set[str] = set()
+            for sub in subs:
+                if sub.kinds is None:
+                    return None
+                out |= sub.kinds
+            return frozenset(out)
+
+        self._wanted = union(self._subs)
+        self._wanted_built = union([s for s in self._subs if not s.raw])
 
     def flush(self) -> None:
         """Deliver everything published so far (on the calling thread); when it returns,
@@ -323,23 +421,34 @@ class EventBus:
 
     def _deliver_batch(self) -> None:
         with self._lock:
-            subs = list(self._subs)
+            subs = self._subs
             pending = self._pending
             items = []
             while pending:
                 items.append(pending.popleft())
             dropped, self._dropped = self._dropped, 0
             self.drained_at = time.time()
-        batch = [_built(x) for x in items]
-        if dropped:
-            batch.insert(0, EventsDropped(time.time(), dropped))
-        if not batch:
+        if not items and not dropped:
             return
-        for callback in subs:
+        built: list[Any] | None = None
+        for sub in subs:
+            mine: list[Any] = (items if sub.kinds is None
+                               else [x for x in items if kind_of(x) in sub.kinds])
+            if not sub.raw:
+                if sub.kinds is None:
+                    if built is None:
+                        built = [build(x) for x in items]
+                    mine = built
+                else:
+                    mine = [build(x) for x in mine]
+            if dropped:
+                mine = [EventsDropped(time.time(), dropped), *mine]
+            if not mine:
+                continue
             try:
-                callback(batch)
+                sub.callback(mine)
             except Exception:  # a subscriber's bug must not stop the stream for others
-                log.exception("nbdist event subscriber %r raised", callback)
+                log.exception("nbdist event subscriber %r raised", sub.callback)
 
     def close(self) -> None:
         self._closed = True
@@ -347,6 +456,33 @@ class EventBus:
 
 
 _bus = EventBus()
+
+class SummarySource(Protocol):
+    def summary(self) -> TaskSummary: ...
+    def object_info(self, object_ids: Iterable[str]) -> dict[str, dict[str, Any]]: ...
+
+
+_summary_source: SummarySource | None = None
+
+
+def set_summary_source(source: SummarySource | None) -> None:
+    """Where `summary` and `object_info` come from (the engine's `nbdist.tally`)."""
+    global _summary_source
+    _summary_source = source
+
+
+def summary() -> TaskSummary | None:
+    """The driver's tasks folded by function and submitter, as of now (None: no driver)."""
+    source = _summary_source
+    return source.summary() if source is not None else None
+
+
+def object_info(object_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """What is known of these objects (hex ids): ``state`` ("pending", "scheduled",
+    "running", "finished" or "failed"), ``size``, ``node``, ``task`` (its task's function)."""
+    source = _summary_source
+    return source.object_info(object_ids) if source is not None else {}
+
 
 SubmitterFn = Callable[[], "str | None"]
 OutputHandler = Callable[[list[Output]], bool]
@@ -383,20 +519,24 @@ def bus() -> EventBus:
     return _bus
 
 
-def subscribe(callback: Callback) -> Callable[[], None]:
-    """Call ``callback(list_of_events)`` for every event from now on; returns unsubscribe."""
-    return _bus.subscribe(callback)
+def subscribe(callback: Callback, kinds: Iterable[str] | None = None,
+              raw: bool = False) -> Callable[[], None]:
+    """Call ``callback(list_of_events)`` for every event from now on (of ``kinds``, if given:
+    records of other kinds are then not even built for it; ``raw``: items as published, see
+    `build`); returns unsubscribe."""
+    return _bus.subscribe(callback, kinds, raw)
 
 
-def recent(n: int | None = None) -> list[Event]:
-    """The most recent events kept in memory (all of them when ``n`` is None)."""
-    return _bus.recent(n)
+def recent(n: int | None = None, raw: bool = False) -> list[Any]:
+    """The most recent events kept in memory (all of them when ``n`` is None); ``raw``: the
+    items as published (see `build`)."""
+    return _bus.recent(n, raw)
 
 
 def publish(event: Event) -> None:
     _bus.publish(event)
 
 
-def publish_later(make: Callable[..., Event], args: tuple) -> None:
+def publish_later(make: Builder, args: tuple) -> None:
     """`publish` of ``make(*args)``, built when read (see the module docstring)."""
     _bus.publish_later(make, args)

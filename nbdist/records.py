@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 _T = time.time
 
 
+@ev.builds("task_submitted")
 def submitted(t: float, task_id: int, name: str, deps: tuple[int, ...], nret: int,
               actor_id: int, tag: str | None, parent: int = 0) -> ev.Event:
     return ev.TaskSubmitted(t, hex_id(task_id), name, tuple(hex_id(d) for d in deps),
@@ -36,61 +37,68 @@ def submitted(t: float, task_id: int, name: str, deps: tuple[int, ...], nret: in
                             hex_id(actor_id) if actor_id else None, tag)
 
 
-def wait_begun(t: float, wait_id: int, what: str, oids: list[int], num_returns: int,
+@ev.builds("wait_begun")
+def wait_begun(t: float, wait_id: int, what: str, oids: tuple[int, ...], num_returns: int,
                ready: int, tag: str | None) -> ev.Event:
     return ev.WaitBegun(t, wait_id, what, tuple(hex_id(o) for o in oids), num_returns, ready,
                         tag)
 
 
+@ev.builds("task_started")
 def started(t: float, task_id: int, name: str, node_id: str, pid: int) -> ev.Event:
     return ev.TaskStarted(t, hex_id(task_id), name, node_id, pid)
 
 
+@ev.builds("task_finished")
 def finished(t: float, task_id: int, name: str, duration: float, node_id: str, pid: int,
              t0: float) -> ev.Event:
     return ev.TaskFinished(t, hex_id(task_id), name, duration, node_id, pid, t0)
 
 
+@ev.builds("object_created")
 def created(t: float, oid: int, size: int, node_id: str, owner: int, task_id: int | None,
             in_shm: bool) -> ev.Event:
     return ev.ObjectCreated(t, hex_id(oid), size, node_id, hex_id(owner),
                             hex_id(task_id) if task_id is not None else None, in_shm)
 
 
+@ev.builds("object_freed")
 def freed(t: float, oid: int) -> ev.Event:
     return ev.ObjectFreed(t, hex_id(oid))
 
 
 def from_node(kind: str, f: dict[str, Any], now: float, node_id: str, inline_max: int,
-              tag: str | None) -> list[ev.Event]:
-    """The records for a node's EVENT message ``(kind, fields)``; ``tag`` is the submitter of
-    a submitted task's root task."""
+              tag: str | None) -> list[tuple[ev.Builder, tuple]]:
+    """The records for a node's EVENT message ``(kind, fields)``, as (builder, arguments) for
+    `events.publish_later`; ``tag`` is the submitter of the task's root task."""
     if kind == "objects_freed":
-        return [freed(now, oid) for oid in f["ids"]]
+        return [(freed, (now, oid)) for oid in f["ids"]]
     if kind == "task_submitted":
-        return [submitted(now, f["task_id"], f["name"], f["deps"], f["nret"], f["actor"], tag,
-                          f["parent"])]
+        return [(submitted, (now, f["task_id"], f["name"], f["deps"], f["nret"], f["actor"],
+                             tag, f["parent"]))]
     if kind == "task_finished":
         tid = f["task_id"]
         # Results of a task another task submitted: that task's process holds them.
-        return [finished(now, tid, f["name"], f["t1"] - f["t0"], node_id, f["pid"], f["t0"]),
-                *(created(now, oid, size, node_id, tid, tid, size > inline_max)
+        return [(finished, (now, tid, f["name"], f["t1"] - f["t0"], node_id, f["pid"],
+                            f["t0"])),
+                *((created, (now, oid, size, node_id, tid, tid, size > inline_max))
                   for oid, size in f["sizes"])]
     if kind == "task_failed":
         etype, message = error_summary(f["error"])
-        return [ev.TaskFailed(now, hex_id(f["task_id"]), f["name"], etype, message,
-                              f["t1"] - f["t0"], f["pid"], f["t0"], traceback_text(f["error"]))]
+        return [(ev.TaskFailed, (now, hex_id(f["task_id"]), f["name"], etype, message,
+                                 f["t1"] - f["t0"], f["pid"], f["t0"],
+                                 traceback_text(f["error"]), tag))]
     if kind == "task_retried":
-        return [ev.TaskRetried(now, hex_id(f["task_id"]), f["name"], f["attempt"],
-                               f["reason"])]
+        return [(ev.TaskRetried, (now, hex_id(f["task_id"]), f["name"], f["attempt"],
+                                  f["reason"]))]
     if kind == "actor_restarted":
-        return [ev.ActorRestarted(now, hex_id(f["actor_id"]), f["restarts"])]
+        return [(ev.ActorRestarted, (now, hex_id(f["actor_id"]), f["restarts"]))]
     if kind == "actor_died":
-        return [ev.ActorDied(now, hex_id(f["actor_id"]), f["reason"])]
+        return [(ev.ActorDied, (now, hex_id(f["actor_id"]), f["reason"]))]
     if kind == "worker_up":
-        return [ev.WorkerUp(now, node_id, f["pid"])]
+        return [(ev.WorkerUp, (now, node_id, f["pid"]))]
     if kind == "worker_down":
-        return [ev.WorkerDown(now, node_id, f["pid"], f["reason"])]
+        return [(ev.WorkerDown, (now, node_id, f["pid"], f["reason"]))]
     return []
 
 
@@ -117,8 +125,8 @@ def error_summary(blob: bytes | None) -> tuple[str, str]:
 # ---------------------------------------------------------------- what the driver is told
 
 
-def task_ended(client: CoreClient, task_id: int, name: str, ok: bool, locs: list, t0: float,
-               t1: float, pid: int) -> None:
+def task_ended(client: CoreClient, task_id: int, name: str, tag: str | None, ok: bool,
+               locs: list, t0: float, t1: float, pid: int) -> None:
     """Records for a DONE: started (if its notice never came), finished or failed, and the
     objects it made."""
     now = _T()
@@ -138,7 +146,8 @@ def task_ended(client: CoreClient, task_id: int, name: str, ok: bool, locs: list
         blob = locs[0][1] if locs else None
         etype, message = error_summary(blob)
         client.publish(ev.TaskFailed(now, hex_id(task_id), name, etype, message,
-                                     t1 - t0 if t0 else 0.0, pid, t0, traceback_text(blob)))
+                                     t1 - t0 if t0 else 0.0, pid, t0, traceback_text(blob),
+                                     tag))
 
 
 def tasks_started(client: CoreClient, items: list[tuple[int, int]], t: float) -> None:
@@ -146,8 +155,7 @@ def tasks_started(client: CoreClient, items: list[tuple[int, int]], t: float) ->
     names = client.task_names
     client.running_tasks.update(task_id for task_id, _ in items)
     for task_id, pid in items:
-        client.publish(ev.TaskStarted(t, hex_id(task_id), names.get(task_id, "?"),
-                                      client.node_id, pid))
+        ev.publish_later(started, (t, task_id, names.get(task_id, "?"), client.node_id, pid))
 
 
 def output(client: CoreClient, msg: tuple) -> None:
@@ -188,5 +196,5 @@ def node_event(client: CoreClient, kind: str, f: dict[str, Any]) -> None:
     elif kind in ("task_finished", "task_failed"):
         client.task_names.pop(f["task_id"], None)
         client.task_tags.pop(f["task_id"], None)
-    for record in from_node(kind, f, _T(), client.node_id, client.inline_max, tag):
-        client.publish(record)
+    for make, args in from_node(kind, f, _T(), client.node_id, client.inline_max, tag):
+        ev.publish_later(make, args)

@@ -12,7 +12,9 @@ State (guarded by ``_lock`` where several threads touch it):
                the flusher within ``FLUSH_S``), so a hold is never released before a later use.
 ``_cache``     id -> location of values this process may read: inline bytes or a shm file.
 ``_mapped``    id -> read-only mapping of a shm object, so repeated gets share memory.
-``_waiters``   id -> waiters blocked in get/wait on it.
+``_waiters``   id -> the waiter blocked in get/wait on it, or a list when several are: one
+               waiter object for a get of 100,000 refs, not 100,000 lists for the garbage
+               collector to scan.
 ``_expected``  return ids of tasks this process submitted and that have not ended: their
                values arrive with ``DONE`` without asking.
 
@@ -43,7 +45,8 @@ from .exceptions import (
     RuntimeNotInitializedError,
     SerializationError,
 )
-from .ids import IdSource, hex_id
+from .ids import IdSource
+from .refs import ObjectRef
 
 log = logging.getLogger(__name__)
 
@@ -108,71 +111,6 @@ class _Waiter:
         self.last = 0.0
 
 
-class ObjectRef:
-    """A reference to a value in the cluster (possibly not computed yet)."""
-
-    __slots__ = ("id", "__weakref__")
-
-    def __init__(self, oid: int, _add: bool = True) -> None:
-        self.id = oid
-        client = _client
-        if client is not None:
-            client._hold(oid, _add)
-
-    def __del__(self) -> None:
-        client = _client
-        if client is not None:
-            client._release(self.id)
-
-    def __reduce__(self) -> Any:
-        contained = serialization.context.contained
-        if contained is not None:
-            contained.append(self.id)
-        client = _client
-        if client is not None and client.direct is not None:
-            client.direct.escape(self.id)  # another process may ask the node for it
-        return (_rebuild_ref, (self.id,))
-
-    def hex(self) -> str:
-        return hex_id(self.id)
-
-    def binary(self) -> bytes:
-        return self.id.to_bytes(16, "big")
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, ObjectRef) and other.id == self.id
-
-    def __hash__(self) -> int:
-        return hash(self.id)
-
-    def __repr__(self) -> str:
-        return f"ObjectRef({self.hex()})"
-
-    def future(self) -> Any:
-        """A concurrent.futures.Future resolved with the value (or its error)."""
-        import concurrent.futures
-
-        fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
-
-        def resolve() -> None:
-            try:
-                fut.set_result(current().get([self], None)[0])
-            except BaseException as exc:
-                fut.set_exception(exc)
-
-        threading.Thread(target=resolve, name="nbdist-future", daemon=True).start()
-        return fut
-
-    def __await__(self) -> Any:
-        import asyncio
-
-        return asyncio.wrap_future(self.future()).__await__()
-
-
-def _rebuild_ref(oid: int) -> ObjectRef:
-    return ObjectRef(oid, True)
-
-
 class CoreClient:
     def __init__(self, sock: Any, info: dict[str, Any], mode: str) -> None:
         self.mode = mode
@@ -195,7 +133,7 @@ class CoreClient:
         self._ref_ops: collections.deque[tuple] = collections.deque()
         self._cache: dict[int, tuple] = {}
         self._mapped: dict[int, memoryview] = {}
-        self._waiters: dict[int, list[_Waiter]] = {}
+        self._waiters: dict[int, _Waiter | list[_Waiter]] = {}
         self._expected: set[int] = set()
         self._requested: set[int] = set()
         self._fetching: set[int] = set()
@@ -470,8 +408,8 @@ class CoreClient:
         self._cache[oid] = loc
         self.send([(P.PUT, oid, loc[1], loc[2], contained)])
         if self.mode == P.KIND_DRIVER:
-            self.publish(ev.ObjectCreated(_T(), hex_id(oid), size, self.node_id,
-                                          hex_id(self.client_no), None, loc[1] is None))
+            ev.publish_later(records.created, (_T(), oid, size, self.node_id, self.client_no,
+                                               None, loc[1] is None))
         return ref
 
     def _shm_path(self, oid: int) -> str:
@@ -539,12 +477,18 @@ class CoreClient:
             waiter.wait_id, waiter.base, waiter.total = progress
             waiter.last = time.monotonic()
         with self._lock:
-            cache = self._cache
+            cache, waiters = self._cache, self._waiters
             for oid in oids:
                 if oid in cache:
                     waiter.remaining -= 1
+                    continue
+                other = waiters.get(oid)
+                if other is None:
+                    waiters[oid] = waiter
+                elif isinstance(other, list):
+                    other.append(waiter)
                 else:
-                    self._waiters.setdefault(oid, []).append(waiter)
+                    waiters[oid] = [other, waiter]
             if waiter.remaining <= 0:
                 waiter.event.set()
         self._request([o for o in oids if o not in self._cache])
@@ -558,10 +502,12 @@ class CoreClient:
                 self.send([(P.UNBLOCKED, self.ctx.task_id)])
             with self._lock:
                 for oid in oids:
-                    lst = self._waiters.get(oid)
-                    if lst is not None and waiter in lst:
-                        lst.remove(waiter)
-                        if not lst:
+                    other = self._waiters.get(oid)
+                    if other is waiter:
+                        del self._waiters[oid]
+                    elif isinstance(other, list) and waiter in other:
+                        other.remove(waiter)
+                        if not other:
                             del self._waiters[oid]
         if self.closed and (not ok or any(o not in self._cache for o in oids)):
             raise ClusterError(f"The nbdist cluster went away: {self.close_reason}")
@@ -575,8 +521,9 @@ class CoreClient:
             wait_id = 0
             if self.mode == P.KIND_DRIVER:
                 wait_id = next(self._wait_ids)
-                ev.publish_later(records.wait_begun, (_T(), wait_id, "get", oids, len(oids),
-                                                      len(oids) - len(missing), self._tag()))
+                ev.publish_later(records.wait_begun, (_T(), wait_id, "get", tuple(oids),
+                                                      len(oids), len(oids) - len(missing),
+                                                      self._tag()))
             ok = self._block(missing, len(missing), timeout,
                              (wait_id, len(oids) - len(missing), len(oids)) if wait_id else None)
             if wait_id:
@@ -678,13 +625,12 @@ class CoreClient:
     # ------------------------------------------------------------ incoming
     def _store(self, loc: tuple) -> None:
         oid = loc[0]
-        waiters = None
         with self._lock:
             if oid in self._refs or oid in self._fetching:
                 self._cache[oid] = loc[:3]
-            waiters = self._waiters.pop(oid, None)
-        if waiters:
-            for w in waiters:
+            found = self._waiters.pop(oid, None)
+        if found is not None:
+            for w in (found if isinstance(found, list) else (found,)):
                 w.remaining -= 1
                 if w.remaining <= 0:
                     w.event.set()
@@ -722,7 +668,7 @@ class CoreClient:
         """A DONE from the node, or from a direct link (``from_link``)."""
         _, task_id, ok, locs, t0, t1, pid = msg
         name = self.task_names.pop(task_id, "?")
-        self.task_tags.pop(task_id, None)
+        tag = self.task_tags.pop(task_id, None)
         expected = self._expected
         for loc in locs:
             # Stored before it stops being expected: a get meanwhile finds it one way or the
@@ -730,7 +676,7 @@ class CoreClient:
             self._store(loc)
             expected.discard(loc[0])
         if self.mode == P.KIND_DRIVER:
-            records.task_ended(self, task_id, name, ok, locs, t0, t1, pid)
+            records.task_ended(self, task_id, name, tag, ok, locs, t0, t1, pid)
         if self.direct is not None:  # after the records: it may publish that one is freed
             self.direct.ended(msg, from_link)
 
@@ -744,7 +690,8 @@ class CoreClient:
             except Exception:
                 pass
         with self._lock:
-            waiters = [w for lst in self._waiters.values() for w in lst]
+            waiters = [w for found in self._waiters.values()
+                       for w in (found if isinstance(found, list) else (found,))]
             self._waiters.clear()
             controls = list(self._control.values())
             self._control.clear()

@@ -24,7 +24,7 @@ from typing import Any
 import nbdist
 from nbdist import events
 
-from .display import HistoryGuard, ObjectTracker, ProgressBars, ref_html
+from .display import WAIT_KINDS, HistoryGuard, ProgressBars, ref_html
 from .magics import NbdistMagics
 from .output import CellRouter
 
@@ -38,8 +38,7 @@ class _Extension:
         self.ip = ip
         self.router = CellRouter(ip)
         self.guard = HistoryGuard(ip)
-        self.tracker = ObjectTracker()
-        self.progress = ProgressBars(self.tracker, self._show_in_cell)
+        self.progress = ProgressBars(self._show_in_cell)
         self._unsubscribe: list[Callable[[], None]] = []
 
     def install(self) -> None:
@@ -53,9 +52,8 @@ class _Extension:
         events.set_output_handler(self.router.handle_output)
         ip.set_custom_exc((nbdist.exceptions.TaskError,), self.router.show_task_error)
         html = ip.display_formatter.formatters["text/html"]
-        html.for_type(nbdist.ObjectRef, lambda ref: ref_html(ref, self.tracker))
-        self._unsubscribe.append(events.subscribe(self.tracker.on_events))
-        self._unsubscribe.append(events.subscribe(self.progress.on_events))
+        html.for_type(nbdist.ObjectRef, ref_html)
+        self._unsubscribe.append(events.subscribe(self.progress.on_events, WAIT_KINDS))
 
     def uninstall(self) -> None:
         ip = self.ip

@@ -20,6 +20,11 @@ model past the grouping threshold is applied whole before any delta: the panel t
 straight to groups instead of laying out thousands of single tasks first. Each delta carries
 ``as_of``, the time by which every record published is in it (docs/comm-protocol.md).
 
+Once the model is grouped, the hub stops following every task's records (it subscribes again
+to the kinds the model still follows, so the others are not even built for it), and only the
+sender thread sends: before each delta it reads the engine's `events.summary()`, which folds
+everything published until then, and the delta is as of that moment.
+
 ``_model_lock`` guards the model; ``_send_lock`` guards the list of comms and orders messages,
 so a comm never receives a delta taken before the snapshot it was just sent (a later delta only
 repeats changes, which is harmless: deltas carry full records).
@@ -78,7 +83,10 @@ class Hub:
         self._send_lock = threading.Lock()
         self._comms: list[Any] = []
         self._model = Model()
+        # Where grouped deltas take their counts from (a test gives its own).
+        self.summary: Callable[[], events.TaskSummary | None] = events.summary
         self._unsubscribe: Callable[[], None] | None = None
+        self._following: frozenset[str] = frozenset()
         self._replayed: set[int] = set()
         self._replay_keepalive: list[events.Event] = []
         self._stop = threading.Event()
@@ -134,51 +142,81 @@ class Hub:
             self._shut()
 
     # ------------------------------------------------------------ events (dispatcher thread)
-    def on_events(self, batch: list[events.Event]) -> None:
+    def on_events(self, items: list[Any]) -> None:
+        """Records as published (a raw subscription: the same objects as in the history, so
+        those replayed when it began are recognised by identity); built here."""
+        with self._model_lock:
+            if self._replayed:
+                fresh = [x for x in items if id(x) not in self._replayed]
+                if fresh:  # past the replay window: from here on every record is new
+                    self._replayed, self._replay_keepalive = set(), []
+                items = fresh
+            kinds = self._model.kinds()
+        batch = [events.build(x) for x in items if events.kind_of(x) in kinds]
+        if self._model.grouped:  # the records the model still follows: few; no delta here
+            with self._model_lock:
+                self._model.apply(batch)
+            return
         drained_at = events.bus().drained_at
         with self._model_lock:
             # A burst that takes the model past the grouping threshold goes out as groups at
             # once: the panel would only lay out thousands of single tasks to drop them again.
             hold = self._holding = self._model.groups_after(batch)
         for start in range(0, len(batch), CHUNK):
-            part = batch[start:start + CHUNK]
             with self._model_lock:
-                if self._replayed:
-                    fresh = [e for e in part if id(e) not in self._replayed]
-                    if fresh:
-                        # Past the replay window: from here on every record is new.
-                        self._replayed, self._replay_keepalive = set(), []
-                    part = fresh
-                self._model.apply(part)
+                self._model.apply(batch[start:start + CHUNK])
                 if start + CHUNK >= len(batch):
                     self._as_of = drained_at  # the whole batch is in the model now
                 if hold and not self._model.grouped:
                     continue
                 self._holding = False
                 big = self._model.changed_tasks() >= BIG_DELTA
+            if self._model.grouped:
+                break  # the rest of the batch are records it no longer follows
             if big or time.monotonic() - self._sent_at >= self.interval:
                 # Only the sender thread lowers the cluster flag (see `flush`).
                 self._send_delta(wait=False, cluster=True if nbdist.is_initialized() else None)
-        self._holding = False  # (also when the replayed records were not new after all)
+        self._holding = False
+        if self._model.grouped:
+            self._follow()
 
     # ------------------------------------------------------------ lifecycle
     def _subscribe(self) -> None:
         with self._model_lock:
             self._model = Model()
             self._nodes_asked = set()
-            self._unsubscribe = events.subscribe(self.on_events)
+            self._unsubscribe = events.subscribe(self.on_events, raw=True)
+            self._following = self._model.kinds()
             as_of = time.time()
-            history = events.recent()
+            history = events.recent(raw=True)
             # Ids identify records only while they are alive: keep the replayed ones alive
             # until the first batch past the replay window clears the set.
             self._replay_keepalive = history
-            self._replayed = {id(e) for e in history}
-            self._model.apply(history)
+            self._replayed = {id(x) for x in history}
+            for start in range(0, len(history), CHUNK):
+                # Built a chunk at a time: once grouped, the model follows fewer kinds.
+                kinds = self._model.kinds()
+                self._model.apply([events.build(x) for x in history[start:start + CHUNK]
+                                   if events.kind_of(x) in kinds])
             self._as_of = as_of
+        self._follow()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="nbdist-comm-bridge",
                                         daemon=True)
         self._thread.start()
+
+    def _follow(self) -> None:
+        """Subscribe to the kinds the model follows now, if they changed (it got grouped)."""
+        with self._model_lock:
+            kinds = self._model.kinds()
+            if self._unsubscribe is None or kinds == self._following:
+                return
+            # The new subscription first: a record published in between reaches the model
+            # (perhaps twice, which it takes as once), never zero times.
+            old, self._unsubscribe = self._unsubscribe, events.subscribe(
+                self.on_events, kinds, raw=True)
+            old()
+            self._following = kinds
 
     def _shut(self) -> None:
         if self._unsubscribe is not None:
@@ -191,7 +229,10 @@ class Hub:
         self._replayed, self._replay_keepalive = set(), []
 
     def _snapshot(self) -> Json:
+        summary = self.summary() if self._model.grouped else None
         with self._model_lock:
+            if summary is not None:
+                self._model.apply_summary(summary)
             self._model.set_cluster(nbdist.is_initialized())
             return self._model.snapshot()
 
@@ -214,28 +255,39 @@ class Hub:
         if not self._comms:
             return
         up = nbdist.is_initialized()
-        if not up and self._model.cluster:
-            # The cluster just went: its last records (a put, a task's end) still on their
-            # way to us go out before the panel hears that it stopped.
-            events.bus().flush()
         if not only_if_due or time.monotonic() - self._sent_at >= self.interval * 0.9:
-            self._send_delta(wait=True, cluster=up)
+            # Everything published until now goes in (grouped, the summary sees to it): the
+            # delta is as of now, also when nothing was published for a while, and the last
+            # records of a cluster that just went (a put, a task's end) reach the panel
+            # before the news that it stopped.
+            now = time.time()
+            if not self._model.grouped:
+                events.bus().flush()
+            self._send_delta(wait=True, cluster=up, as_of=now)
         # Round trips to the cluster come after the delta, so a busy node does not hold it;
         # what they learn goes into the next one.
         self._describe_nodes()
         self._poll_spilled()
 
-    def _send_delta(self, wait: bool, cluster: bool | None) -> None:
+    def _send_delta(self, wait: bool, cluster: bool | None, as_of: float = 0.0) -> None:
         """Take a delta and send it (``wait=False``: unless another thread is sending one);
-        ``cluster``: whether the kernel has a cluster now (None: leave the flag as it is)."""
+        ``cluster``: whether the kernel has a cluster now (None: leave the flag as it is);
+        ``as_of``: every record published before it is in the model (0: not known)."""
         if not self._send_lock.acquire(blocking=wait):
             return
         try:
             if not self._comms:
                 return
+            # Grouped: as of now (it folds what was published until the call), and the records
+            # the model still follows are flushed to it by the same call.
+            summary = self.summary() if self._model.grouped else None
             with self._model_lock:
                 if self._holding:
                     return
+                if summary is not None:
+                    self._model.apply_summary(summary)
+                    as_of = summary.time
+                self._as_of = max(self._as_of, as_of)
                 if cluster is not None:
                     self._model.set_cluster(cluster)
                 self._model.ref_count = self._driver_refs

@@ -13,7 +13,8 @@ notebook, VS Code), built with ipywidgets and bokeh.
 Data: the view keeps its own `model.Model` (the same fold of the event stream the comm bridge
 uses, used as is), fed by its own ``events.subscribe``; on start it replays the current
 cluster's history (``tracing.current_cluster_history``), skipping records delivered twice around
-that moment by identity (as the bridge does). The timeline comes from the process-wide record
+that moment by identity (as the bridge does). Once the model is grouped, each update also gives
+it the engine's `events.summary()`. The timeline comes from the process-wide record
 of ``nbdist.tracing``.
 
 Updates: one thread (``nbdist-liveview``) wakes every ``UPDATE_INTERVAL_S`` (4 times a second
@@ -192,10 +193,14 @@ class LiveView:
             return
         tracing.recording().start()
         with self._lock:
-            self._unsubscribe = events.subscribe(self._on_events)
-            history = tracing.current_cluster_history()
-            self._replay_keepalive = history
-            self._replayed = {id(e) for e in history}
+            self._unsubscribe = events.subscribe(self._on_events, raw=True)
+            # Raw items, so those replayed are recognised by identity when delivered too.
+            raw = events.recent(raw=True)
+            built = [events.build(x) for x in raw]
+            history = tracing.current_cluster_history(built)
+            raw = raw[len(raw) - len(history):]
+            self._replay_keepalive = raw
+            self._replayed = {id(x) for x in raw}
             self._model.apply(history)
         self.status = "following the cluster" if nbdist.is_initialized() else \
             "waiting for a cluster to start"
@@ -230,16 +235,16 @@ class LiveView:
         if unsubscribe is not None:
             unsubscribe()
 
-    def _on_events(self, batch: list[events.Event]) -> None:
+    def _on_events(self, items: list[Any]) -> None:
         with self._lock:
             if self._unsubscribe is None:
                 return
             if self._replayed:
-                fresh = [e for e in batch if id(e) not in self._replayed]
+                fresh = [x for x in items if id(x) not in self._replayed]
                 if fresh:  # past the replay window: every record from here on is new
                     self._replayed, self._replay_keepalive = set(), []
-                batch = fresh
-            self._model.apply(batch)
+                items = fresh
+            self._model.apply([events.build(x) for x in items])
 
     def _run(self) -> None:
         seen_cluster = nbdist.is_initialized()
@@ -261,7 +266,10 @@ class LiveView:
     # ------------------------------------------------------------ rendering
     def refresh(self, force: bool = False) -> None:
         """Bring the widgets up to date with the model (the figures only if due or forced)."""
+        summary = events.summary() if self._model.grouped else None
         with self._lock:
+            if summary is not None:
+                self._model.apply_summary(summary)
             changed = self._model.take_delta() is not None
             snap = self._model.snapshot() if changed or force or self._snap is None else None
         if snap is not None:

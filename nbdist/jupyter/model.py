@@ -1,7 +1,8 @@
 """The panel's model: event records folded into tasks, objects, waits, workers (pure, no I/O).
 
 What flows in: batches of `nbdist.events` records, exactly as ``events.subscribe`` delivers
-them (``Model.apply(batch)``). What flows out: JSON-ready dicts in the versioned comm schema of
+them (``Model.apply(batch)``), and, once grouped, the engine's `events.TaskSummary`
+(``Model.apply_summary``). What flows out: JSON-ready dicts in the versioned comm schema of
 ``docs/comm-protocol.md``: ``snapshot()`` (the whole state) and ``take_delta()`` (full records
 of everything that changed since the previous delta, or None when nothing did).
 
@@ -9,32 +10,31 @@ The model is not thread-safe and has no threads: its owner (``bridge.py``) holds
 around every call. Nothing here imports IPython or the engine, so unit tests drive it with
 hand-made records.
 
-State and invariants:
+State and invariants (before grouping; see below for after):
 
-    _tasks      task id -> _Task for every task the panel can still see individually; once
-                grouped, only tasks still pending or running (a transition needs the group)
+    _tasks      task id -> _Task for every task the panel shows individually
     _groups     (function name, submitter) -> _Group with counts per state; kept always, so
                 switching to groups costs nothing; edges between groups in _edges
     _producer   object id -> (producing task id, group id): resolves a task's object deps
                 to task edges; dropped when the object is freed (no new task can use it then)
-    _objects    live object id -> _Object; freed objects are removed (and reported removed);
-                once grouped, objects are kept as (node, size, in shared memory) in _light
-                instead: a tuple of plain values, which the garbage collector stops scanning
-                (a 100,000-task run keeps 100,000 results alive), and _known is whichever
-                of the two is in use
+    _objects    live object id -> _Object; freed objects are removed (and reported removed)
     _waits      active waits plus the last ``max_finished_waits`` finished ones; a wait's
-                ready count also rises as the objects it waits for are created, because the
-                engine publishes only begin and done
+                ready count also rises as the objects it waits for are created
     _workers    "node:pid" -> _Worker, _nodes node id -> _Node (both also learnt from the
-                node and pid fields of task records: the engine does not publish NodeUp yet);
-                each worker keeps the spans of its last WORKER_SPANS tasks for the timeline
+                node and pid fields of task records); each worker keeps the spans of its last
+                WORKER_SPANS tasks for the timeline
     cluster     whether the kernel has a cluster: not an event, set by the bridge
 
 Grouping: past ``group_threshold`` tasks seen (or live objects), the model switches for good
-to grouped mode. Messages then carry groups with counts, per-node store totals and only the
-last ``max_failed_kept`` failed tasks individually, so a message's size is bounded by the
-number of groups, workers and waits, never by the number of tasks. The switch is announced by
-a snapshot in place of the next delta.
+to grouped mode. It then drops its tasks and objects and no longer follows the records of
+`HOT_KINDS` (its owner stops asking for them: following every task of a large run cost the
+kernel more than the run itself); ``apply_summary`` sets the groups' counts, the edges
+between them, the workers' tasks and timelines, the nodes' running tasks and stored objects,
+and the totals, from the engine's own tally, as current as the call that read it. Messages
+then carry groups with counts, per-node store totals and only the last ``max_failed_kept``
+failed tasks individually (with their last output lines), so a message's size is bounded by
+the number of groups, workers and waits, never by the number of tasks. The switch is announced
+by a snapshot in place of the next delta.
 
 Duplicate records (the bridge replays ``events.recent()`` when it subscribes) are ignored: a
 record that would move a task or wait backwards, or re-create a known id, does nothing.
@@ -50,6 +50,12 @@ from typing import Any
 from nbdist import events as ev
 
 SCHEMA_VERSION = 3
+
+# Once grouped, these records are not followed: the engine's TaskSummary says it all.
+HOT_KINDS = frozenset(("task_submitted", "task_started", "task_finished", "task_retried",
+                       "object_created", "object_freed"))
+# Failed tasks kept individually once grouped carry output lines of tasks this recent.
+RECENT_OUTPUT_TASKS = 1_000
 
 PENDING, SCHEDULED, RUNNING = "pending", "scheduled", "running"
 FINISHED, FAILED = "finished", "failed"
@@ -239,8 +245,9 @@ class Model:
         # The driver's ref count of an object id (set by the bridge; None: not shown).
         self.ref_count: Callable[[str], int | None] | None = None
         self._objects: dict[str, _Object] = {}
-        self._light: dict[str, tuple[str, int, bool]] = {}
-        self._known: dict[str, Any] = self._objects
+        # Once grouped: the last output lines of recent tasks, for those that then fail.
+        self._recent_output: collections.OrderedDict[str, collections.deque[str]] = (
+            collections.OrderedDict())
         self._waits: dict[str, _Wait] = {}
         self._finished_waits: collections.deque[str] = collections.deque()
         # Waits still missing objects: few at a time, so an object's arrival is checked
@@ -255,7 +262,7 @@ class Model:
         self._dirty = _Dirty()
         self._resnapshot = False
         self._seq = 0
-        self._handlers: dict[type, Callable[[Any], None]] = {
+        self._handlers: dict[type[ev.Event], Callable[[Any], None]] = {
             ev.TaskSubmitted: self._task_submitted, ev.TaskStarted: self._task_started,
             ev.TaskFinished: self._task_finished, ev.TaskFailed: self._task_failed,
             ev.TaskRetried: self._task_retried, ev.ObjectCreated: self._object_created,
@@ -297,6 +304,58 @@ class Model:
             "actors": {k: dict(a) for k, a in self._actors.items()},
             "totals": dict(self._totals),
         }
+
+    def apply_summary(self, summary: ev.TaskSummary) -> None:
+        """Once grouped: groups, edges, workers, nodes and totals as the engine's summary has
+        them (ignored before: the records say more)."""
+        if not self.grouped:
+            return
+        dirty = self._dirty
+        gids = []
+        totals = self._totals
+        per_state = dict.fromkeys(STATES, 0)
+        for name, submitter, *counts in summary.groups:
+            group = self._group(name, submitter)
+            gids.append(group.id)
+            now = dict(zip(STATES, counts, strict=True))
+            if now != group.counts:
+                group.counts = now
+                dirty.groups.add(group.id)
+            for state, n in now.items():
+                per_state[state] += n
+        for src, dst, n in summary.edges:
+            edge = (gids[src], gids[dst])
+            if self._edges.get(edge) != n:
+                self._edges[edge] = n
+                dirty.edges.add(edge)
+        for node_id, pid, task_id, task_name, done, busy, spans in summary.workers:
+            worker = self._workers.get(f"{node_id}:{pid}") or self._worker(node_id, pid)
+            shown = [list(span) for span in spans]
+            if (worker.task, worker.task_name, worker.tasks_done, worker.busy) != (
+                    task_id, task_name, done, busy) or list(worker.spans) != shown:
+                worker.task, worker.task_name, worker.tasks_done = task_id, task_name, done
+                worker.busy = busy
+                worker.spans = collections.deque(shown, maxlen=WORKER_SPANS)
+                dirty.workers.add(worker.key)
+        objects = nbytes = 0
+        for node_id, running, held, size, shm in summary.nodes:
+            node = self._nodes.get(node_id) or self._node(node_id)
+            if (node.running, node.objects, node.bytes, node.shm_bytes) != (
+                    running, held, size, shm):
+                node.running, node.objects, node.bytes, node.shm_bytes = (
+                    running, held, size, shm)
+                dirty.nodes.add(node_id)
+            objects += held
+            nbytes += size
+        before = dict(totals)
+        totals.update(per_state, tasks=sum(per_state.values()), objects=objects,
+                      bytes=nbytes, objects_freed=summary.objects_freed)
+        dirty.totals = dirty.totals or totals != before
+
+    def kinds(self) -> frozenset[str]:
+        """The kinds of records the model follows now (fewer once grouped)."""
+        every = frozenset(kind.kind for kind in self._handlers)
+        return every - HOT_KINDS if self.grouped else every
 
     def groups_after(self, batch: list[ev.Event]) -> bool:
         """Whether applying ``batch`` switches the model to groups (a view can skip the
@@ -414,21 +473,18 @@ class Model:
         totals[state] += 1
         task.state = state
         self._dirty.groups.add(task.group)
-        if not self.grouped:
-            self._dirty.tasks.add(task.id)
+        self._dirty.tasks.add(task.id)
 
     def _task_submitted(self, e: ev.TaskSubmitted) -> None:
-        # The hottest handler (one call per task): locals, and once grouped nothing per task
-        # beyond what the group counts and the edges need.
         tid, tasks = e.task_id, self._tasks
-        if tid in tasks:
+        if tid in tasks or self.grouped:
             return
         group = self._groups.get((e.name, e.submitter)) or self._group(e.name, e.submitter)
         gid = group.id
         dep_tasks: list[str] = []
         missing = 0
         if e.deps:
-            producers, objects, errored = self._producer, self._known, self._errored
+            producers, objects, errored = self._producer, self._objects, self._errored
             edges, dirty_edges = self._edges, self._dirty.edges
             for dep in e.deps:
                 producer = producers.get(dep)
@@ -442,7 +498,6 @@ class Model:
                     missing += 1
         for ret in e.returns:
             self._producer[ret] = (tid, gid)
-        # (a tuple: of plain strings, so the garbage collector soon stops scanning it)
         task = tasks[tid] = _Task(e, gid, tuple(dep_tasks), missing)
         state = PENDING if missing else SCHEDULED
         task.state = state
@@ -451,16 +506,14 @@ class Model:
         totals["tasks"] += 1
         totals[state] += 1
         self._dirty.groups.add(gid)
-        if not self.grouped:
-            # Objects are listed (pinned or not) only before grouping.
-            self._dirty.tasks.add(tid)
-            self._use(task, 1)
-            if totals["tasks"] > self.group_threshold:
-                self._switch_to_groups()
+        self._dirty.tasks.add(tid)
+        self._use(task, 1)
+        if totals["tasks"] > self.group_threshold:
+            self._switch_to_groups()
 
     def _task_started(self, e: ev.TaskStarted) -> None:
         task = self._tasks.get(e.task_id)
-        if task is None or task.state not in (PENDING, SCHEDULED):
+        if task is None or task.state not in (PENDING, SCHEDULED):  # (none once grouped)
             return
         task.node, task.worker, task.started = e.node_id, e.worker_pid, e.time
         self._move(task, RUNNING)
@@ -491,28 +544,27 @@ class Model:
         worker.spans.append([task.id, task.name, _t(task.started), _t(end), failed])
 
     def _task_finished(self, e: ev.TaskFinished) -> None:
-        task = self._tasks.get(e.task_id)
+        task = self._tasks.get(e.task_id)  # (none once grouped)
         if task is None or task.state in TERMINAL:
             return
         task.node = task.node or e.node_id
         self._task_ended(task, e.time, e.duration, e.worker_pid, started=e.started)
-        if not self.grouped:
-            self._use(task, -1)
+        self._use(task, -1)
         self._move(task, FINISHED)
-        if self.grouped:
-            del self._tasks[task.id]
 
     def _task_failed(self, e: ev.TaskFailed) -> None:
+        error = e.message
+        if e.traceback:
+            error = f"{e.message}\n\n{e.traceback}"
+        if self.grouped:
+            self._keep_failed(e, error)
+            return
         task = self._tasks.get(e.task_id)
         if task is None or task.state in TERMINAL:
             return
         self._task_ended(task, e.time, e.duration, e.worker_pid, failed=True, started=e.started)
-        if not self.grouped:
-            self._use(task, -1)
+        self._use(task, -1)
         task.error_type = e.error_type
-        error = e.message
-        if e.traceback:
-            error = f"{e.message}\n\n{e.traceback}"
         task.error = error[:MAX_ERROR_CHARS]
         self._move(task, FAILED)
         for ret in task.returns:
@@ -520,13 +572,22 @@ class Model:
             self._errored.add(ret)
             self._deps_ready(ret)
             self._object_ready(ret)
-        if self.grouped:
-            del self._tasks[task.id]
-            self._keep_failed(task)
 
-    def _keep_failed(self, task: _Task) -> None:
-        self._failed[task.id] = task.to_json(GROUPED_OUTPUT_LINES)
-        self._dirty.tasks.add(task.id)
+    def _keep_failed(self, e: ev.TaskFailed, error: str) -> None:
+        """Once grouped: the failed task, as its record tells it (the counts come with the
+        summary)."""
+        if e.task_id in self._failed:
+            return
+        started = e.started or e.time - e.duration
+        self._failed[e.task_id] = {
+            "id": e.task_id, "name": e.name, "state": FAILED, "deps": [], "dep_tasks": [],
+            "returns": [], "parent": None, "actor": None, "submitter": e.submitter,
+            "group": self._group(e.name, e.submitter).id, "node": None,
+            "worker": e.worker_pid or None, "submitted": None, "started": _t(started),
+            "ended": _t(started + e.duration), "error_type": e.error_type,
+            "error": error[:MAX_ERROR_CHARS], "attempt": 0,
+            "stdout": list(self._recent_output.pop(e.task_id, ()))}
+        self._dirty.tasks.add(e.task_id)
         while len(self._failed) > self.max_failed_kept:
             old, _ = self._failed.popitem(last=False)
             self._dirty.tasks.discard(old)
@@ -550,37 +611,48 @@ class Model:
     def _output(self, e: ev.Output) -> None:
         self._totals["output_lines"] += 1
         self._dirty.totals = True
+        line = e.line if len(e.line) <= MAX_LINE_CHARS else e.line[:MAX_LINE_CHARS] + "…"
+        if self.grouped:
+            recent = self._recent_output.get(e.task_id)
+            if recent is None:
+                recent = self._recent_output[e.task_id] = collections.deque(
+                    maxlen=GROUPED_OUTPUT_LINES)
+                if len(self._recent_output) > RECENT_OUTPUT_TASKS:
+                    self._recent_output.popitem(last=False)
+            recent.append(line if e.stream == "stdout" else "[stderr] " + line)
+            return
         task = self._tasks.get(e.task_id)
         if task is None:
             return
-        line = e.line if len(e.line) <= MAX_LINE_CHARS else e.line[:MAX_LINE_CHARS] + "…"
         if task.stdout is None:
             task.stdout = collections.deque(maxlen=self.max_output_lines)
         task.stdout.append(line if e.stream == "stdout" else "[stderr] " + line)
-        if not self.grouped:
-            self._dirty.tasks.add(task.id)
+        self._dirty.tasks.add(task.id)
 
     def _switch_to_groups(self) -> None:
+        """For good: tasks and objects go (failed tasks stay, the last few); the counts stand
+        until the first summary replaces them."""
         self.grouped = True
         self._resnapshot = True
-        for tid in [tid for tid, t in self._tasks.items() if t.state in TERMINAL]:
-            task = self._tasks.pop(tid)
+        for task in self._tasks.values():
             if task.state == FAILED:
-                self._keep_failed(task)
-        self._light = {oid: (o.node, o.size, o.shm) for oid, o in self._objects.items()}
+                self._failed[task.id] = task.to_json(GROUPED_OUTPUT_LINES)
+        while len(self._failed) > self.max_failed_kept:
+            self._failed.popitem(last=False)
+        self._tasks = {}
         self._objects = {}
-        self._known = self._light
+        self._producer = {}
+        self._dep_waiters = {}
+        self._errored = set()
+        self._open_waits = []
 
     # ------------------------------------------------------------ objects and waits
     def _object_created(self, e: ev.ObjectCreated) -> None:
         oid, size = e.object_id, e.size
-        if oid in self._known:
+        if oid in self._objects or self.grouped:
             return
-        if self.grouped:
-            self._light[oid] = (e.node_id, size, e.in_shared_memory)
-        else:
-            self._objects[oid] = _Object(e)
-            self._dirty.objects.add(oid)
+        self._objects[oid] = _Object(e)
+        self._dirty.objects.add(oid)
         node = self._node(e.node_id)
         node.objects += 1
         node.bytes += size
@@ -590,23 +662,17 @@ class Model:
         self._totals["objects"] += 1
         self._totals["bytes"] += size
         self._object_ready(oid)
-        if not self.grouped and len(self._objects) > self.group_threshold:
+        if len(self._objects) > self.group_threshold:
             self._switch_to_groups()
 
     def _object_freed(self, e: ev.ObjectFreed) -> None:
         oid = e.object_id
         self._producer.pop(oid, None)
         self._errored.discard(oid)
-        if self.grouped:
-            light = self._light.pop(oid, None)
-            if light is None:
-                return
-            node_id, size, shm = light
-        else:
-            obj = self._objects.pop(oid, None)
-            if obj is None:
-                return
-            node_id, size, shm = obj.node, obj.size, obj.shm
+        obj = self._objects.pop(oid, None)  # (none once grouped)
+        if obj is None:
+            return
+        node_id, size, shm = obj.node, obj.size, obj.shm
         node = self._nodes[node_id]
         node.objects -= 1
         node.bytes -= size
@@ -617,9 +683,8 @@ class Model:
         totals["objects"] -= 1
         totals["bytes"] -= size
         totals["objects_freed"] += 1
-        if not self.grouped:
-            self._dirty.objects.discard(oid)
-            self._dirty.objects_removed.add(oid)
+        self._dirty.objects.discard(oid)
+        self._dirty.objects_removed.add(oid)
 
     def _deps_ready(self, oid: str) -> None:
         for tid in self._dep_waiters.pop(oid, ()):
@@ -645,8 +710,10 @@ class Model:
     def _wait_begun(self, e: ev.WaitBegun) -> None:
         if str(e.wait_id) in self._waits:
             return
-        known, errored = self._known, self._errored
-        pending = {o for o in e.object_ids if o not in known and o not in errored}
+        # Once grouped, objects are not followed: its progress records say how far it is.
+        known, errored = self._objects, self._errored
+        pending = set() if self.grouped else {
+            o for o in e.object_ids if o not in known and o not in errored}
         wait = self._waits[str(e.wait_id)] = _Wait(e, pending)
         if pending:
             self._open_waits.append(wait)

@@ -7,7 +7,7 @@ from IPython.core.error import UsageError
 
 from nbdist import events
 from nbdist.jupyter import kernelspec, magics
-from nbdist.jupyter.display import ObjectTracker, holds_refs
+from nbdist.jupyter.display import holds_refs
 
 
 def test_defined_names_are_top_level_functions_and_classes_only() -> None:
@@ -40,22 +40,6 @@ def test_refs_are_found_inside_containers_but_not_deeper_than_two_levels() -> No
     ref = nbdist.ObjectRef(1, False)
     assert holds_refs(ref) and holds_refs([ref]) and holds_refs({"a": (ref,)})
     assert not holds_refs([[[ref]]]) and not holds_refs("ObjectRef") and not holds_refs([1])
-
-
-def test_tracker_follows_a_task_through_its_states() -> None:
-    tracker = ObjectTracker()
-    tracker.on_events([events.TaskSubmitted(0, "t1", "f", (), ("o1",), None)])
-    assert tracker.info("o1")["state"] == "pending"
-    tracker.on_events([events.TaskStarted(0, "t1", "f", "node", 7)])
-    assert tracker.info("o1")["state"] == "running"
-    tracker.on_events([events.TaskFinished(0, "t1", "f", 0.1, "node", 7),
-                       events.ObjectCreated(0, "o1", 2048, "node", "me", "t1", False),
-                       events.TaskStarted(0, "t1", "f", "node", 7)])
-    assert tracker.info("o1") == {"state": "finished", "task": "f", "node": "node",
-                                  "size": 2048}
-    assert tracker.count_done(("o1", "o2")) == 1
-    tracker.on_events([events.ObjectFreed(0, "o1")])
-    assert tracker.info("o1") == {}
 
 
 def test_kernel_json_runs_this_python_with_the_extension() -> None:

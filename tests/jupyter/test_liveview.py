@@ -16,6 +16,7 @@ from kernel_session import KernelSession
 from nbdist import events as ev
 from nbdist.jupyter import liveview, plots
 from nbdist.jupyter.model import Model
+from nbdist.tally import Tally
 from nbdist.tracing import Execution
 
 pytestmark = pytest.mark.timeout(120)
@@ -56,16 +57,27 @@ def test_graph_columns_place_tasks_by_depth_and_colour_by_state() -> None:
     assert len(edges["x0"]) == 4 and lines == {(0.0, 1.0), (1.0, 2.0)}
 
 
+def _grouped(records: list[ev.Event], threshold: int) -> Model:
+    """A model past its grouping threshold, given the engine's tally of the same records (as
+    the view gives it once grouped)."""
+    m = Model(group_threshold=threshold)
+    m.apply(records)
+    folded = Tally()
+    folded.fold(records)
+    m.apply_summary(folded.snapshot(2.0))
+    return m
+
+
 def test_grouped_graph_shows_groups_with_counts_and_cuts_self_edges() -> None:
-    m = Model(group_threshold=3)
     recs: list[ev.Event] = []
     for i in range(6):  # a chain of add tasks: the add group feeds itself
-        deps = (f"r{i - 1}",) if i else ()
-        recs.append(ev.TaskSubmitted(1.0, f"t{i}", "add", deps, (f"r{i}",), None))
-    recs.append(ev.TaskSubmitted(1.0, "s", "total", ("r5",), ("rs",), None))
-    recs += [ev.TaskStarted(1.0, "t0", "add", NODE, 11)]
-    m.apply(recs)
-    snap = m.snapshot()
+        deps = (f"{2 * i - 1:018x}",) if i else ()
+        recs.append(ev.TaskSubmitted(1.0, f"{2 * i:018x}", "add", deps, (f"{2 * i + 1:018x}",),
+                                     None))
+    recs.append(ev.TaskSubmitted(1.0, f"{100:018x}", "total", (f"{11:018x}",),
+                                 (f"{101:018x}",), None))
+    recs += [ev.TaskStarted(1.0, f"{0:018x}", "add", NODE, 11)]
+    snap = _grouped(recs, 3).snapshot()
     assert snap["grouped"]
     nodes, edges = plots.graph_data(snap)
     assert nodes["name"] == ["add", "total"]
@@ -92,8 +104,8 @@ def test_summary_objects_and_waits_from_a_snapshot() -> None:
 
 
 def test_grouped_object_table_shows_per_node_totals() -> None:
-    m = Model(group_threshold=1)
-    m.apply([ev.ObjectCreated(1.0, f"o{i}", 100, NODE, "drv", None, False) for i in range(3)])
+    m = _grouped([ev.ObjectCreated(1.0, f"{i:018x}", 100, NODE, "drv", None, False)
+                  for i in range(3)], 1)
     html = liveview.objects_html(m.snapshot())
     assert "per node" in html and NODE in html and "<td>3</td>" in html
 

@@ -82,6 +82,7 @@ def test_deferred_records_are_built_when_read_and_keep_their_order() -> None:
     bus = events.EventBus()
     built: list[int] = []
 
+    @events.builds("object_freed")
     def make(t: float, i: int) -> events.Event:
         built.append(i)
         return events.ObjectFreed(t, f"{i:x}")
@@ -105,16 +106,22 @@ def test_deferred_records_are_built_when_read_and_keep_their_order() -> None:
     bus.close()
 
 
-def test_a_deferred_record_is_one_object_for_every_reader() -> None:
+def test_records_published_unbuilt_are_plain_values_the_same_for_every_raw_reader() -> None:
+    import gc
+
     bus = events.EventBus()
-    bus.publish_later(events.ObjectFreed, (1.0, "a"))  # nobody subscribes: built when read
-    first = bus.recent()[0]
-    assert first is bus.recent()[-1]
-    cb, got, done = _collector(1)
-    unsub = bus.subscribe(cb)
-    bus.publish_later(events.ObjectFreed, (2.0, "b"))  # a subscriber: built at once
+    bus.publish_later(events.ObjectFreed, (1.0, "a"))  # nobody subscribes: kept unbuilt
+    [item] = bus.recent(raw=True)
+    gc.collect()
+    assert not gc.is_tracked(item), "the garbage collector should stop scanning it"
+    assert events.unbuilt(item) == (events.ObjectFreed, (1.0, "a"))
+    assert events.build(item) == events.ObjectFreed(1.0, "a") == bus.recent()[0]
+    got: list[object] = []
+    done = threading.Event()
+    unsub = bus.subscribe(lambda items: (got.extend(items), done.set()), raw=True)
+    bus.publish_later(events.ObjectFreed, (2.0, "b"))
     assert done.wait(5)
-    assert got[0] is bus.recent()[-1] and bus.recent()[0] is first
+    assert got[0] is bus.recent(raw=True)[-1]  # a raw reader can tell it saw it already
     unsub()
     bus.close()
 
@@ -130,3 +137,39 @@ def test_the_history_can_be_resized_keeping_its_newest_records() -> None:
         bus.publish(_rec(i))
     assert [e.object_id for e in bus.recent()] == [  # type: ignore[attr-defined]
         "7", "8", "9", "a", "b", "c"]
+
+
+def test_subscribers_get_the_kinds_they_ask_for_and_nothing_else_is_built() -> None:
+    bus = events.EventBus()
+    built: list[int] = []
+
+    @events.builds("object_freed")
+    def freed(t: float, i: int) -> events.Event:
+        built.append(i)
+        return events.ObjectFreed(t, f"{i:x}")
+
+    waits, got_waits, waits_done = _collector(2)
+    unsub = bus.subscribe(waits, ["wait_begun", "wait_done"])
+    bus.publish_later(freed, (1.0, 1))  # nobody wants it: not built, not queued
+    bus.publish(events.WaitBegun(2.0, 1, "get", ("a",), 1, 0))
+    bus.publish_later(events.WaitDone, (3.0, 1, 1, 1, False))
+    assert waits_done.wait(5)
+    assert [e.kind for e in got_waits] == ["wait_begun", "wait_done"]
+    assert built == []
+    raw: list[object] = []
+    raw_done = threading.Event()
+
+    def raw_cb(items: list[object]) -> None:
+        raw.extend(items)
+        raw_done.set()
+
+    unsub_raw = bus.subscribe(raw_cb, ["object_freed"], raw=True)
+    bus.publish_later(freed, (4.0, 4))  # wanted, but raw: handed over unbuilt
+    assert raw_done.wait(5)
+    assert events.unbuilt(raw[0]) == (freed, (4.0, 4))
+    assert built == []
+    freed_ids = [e.object_id for e in bus.recent() if e.kind == "object_freed"]  # type: ignore[attr-defined]
+    assert freed_ids == ["1", "4"] and built == [1, 4]  # built when read, in order
+    unsub()
+    unsub_raw()
+    bus.close()

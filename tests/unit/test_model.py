@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from nbdist import events as ev
+from nbdist import tally
 from nbdist.jupyter.model import SCHEMA_VERSION, WORKER_SPANS, Model
 
 NODE = "n1"
@@ -188,41 +189,76 @@ def test_delta_has_only_what_changed_and_none_when_nothing_did(clock: Clock) -> 
     assert set(second["objects"]) == {"t2.r"}
 
 
+def hx(n: int) -> str:
+    """An id as the engine writes it; a task's return ids follow its own."""
+    return f"{n:018x}"
+
+
+def hsubmit(clock: Clock, n: int, name: str = "f", deps: tuple[int, ...] = (),
+            submitter: str | None = "cell-1") -> ev.TaskSubmitted:
+    return ev.TaskSubmitted(clock(), hx(n), name, tuple(hx(d) for d in deps), (hx(n + 1),),
+                            None, None, submitter)
+
+
+def hrun(clock: Clock, n: int, name: str = "f", pid: int = 11) -> list[ev.Event]:
+    return [ev.TaskStarted(clock(), hx(n), name, NODE, pid),
+            ev.TaskFinished(clock(), hx(n), name, 0.001, NODE, pid),
+            ev.ObjectCreated(clock(), hx(n + 1), 8, NODE, "driver", hx(n), False)]
+
+
+class Fed:
+    """A model and the engine's tally fed the same records; once the model is grouped it
+    takes the tally's summary, as the comm bridge does."""
+
+    def __init__(self, clock: Clock, **options: int) -> None:
+        self.clock = clock
+        self.model = Model(clock=clock, **options)
+        self.tally = tally.Tally()
+
+    def apply(self, batch: list[ev.Event]) -> None:
+        self.model.apply(batch)
+        self.tally.fold(batch)
+        self.model.apply_summary(self.tally.snapshot(self.clock()))
+
+
 def test_grouping_past_the_threshold(clock: Clock) -> None:
-    model = Model(clock=clock, group_threshold=10)
-    model.apply([submit(clock, f"a{i}", "f", submitter="c1") for i in range(6)])
-    model.apply([submit(clock, f"b{i}", "g", deps=(f"a{i}.r",), submitter="c2")
-                 for i in range(6)])
-    model.apply([ev.TaskFailed(clock(), "a0", "f", "ValueError", "no", 0.0, 11)])
-    model.apply(run(clock, "a1"))
-    switch = model.take_delta()
+    fed = Fed(clock, group_threshold=10)
+    fed.apply([hsubmit(clock, 10 * i, "f", submitter="c1") for i in range(6)])
+    fed.apply([hsubmit(clock, 100 + 10 * i, "g", deps=(10 * i + 1,), submitter="c2")
+               for i in range(6)])  # past the threshold
+    fed.apply([ev.TaskFailed(clock(), hx(0), "f", "ValueError", "no", 0.0, 11,
+                             submitter="c1")])
+    fed.apply(hrun(clock, 10))
+    switch = fed.model.take_delta()
     assert switch is not None and switch["type"] == "snapshot" and switch["grouped"]
-    assert list(switch["tasks"]) == ["a0"]  # only failed tasks stay individual
+    assert list(switch["tasks"]) == [hx(0)]  # only failed tasks stay individual
     assert switch["objects"] == {}
     counts = {g["name"]: (g["submitter"], g["counts"]) for g in switch["groups"].values()}
     assert counts["f"] == ("c1", {"pending": 0, "scheduled": 4, "running": 0, "finished": 1,
                                   "failed": 1})
-    # b0's argument holds a0's error and b1's is a1's result: ready; the others wait.
+    # The first g's argument holds the failed f's error, the second's is a result: ready.
     assert counts["g"] == ("c2", {"pending": 4, "scheduled": 2, "running": 0, "finished": 0,
                                   "failed": 0})
     assert [e[2] for e in switch["group_edges"]] == [6]
-    model.apply(run(clock, "b1", "g"))
-    delta = model.take_delta()
+    fed.apply(hrun(clock, 110, "g"))
+    delta = fed.model.take_delta()
     assert delta is not None and delta["type"] == "delta" and delta["tasks"] == {}
     assert [g["counts"]["finished"] for g in delta["groups"].values()] == [1]
+    assert delta["totals"]["finished"] == 2 and delta["totals"]["tasks"] == 12
+    assert fed.model.take_delta() is None, "an unchanged summary is no change"
 
 
 def stream(n: int, clock: Clock) -> Iterator[list[ev.Event]]:
     """A run of ``n`` tasks in 3 functions from 2 cells, in batches like the dispatcher's."""
     batch: list[ev.Event] = []
+    names = ("load", "process", "reduce")
     for i in range(n):
-        name, cell = ("load", "process", "reduce")[i % 3], f"cell-{i % 2}"
-        deps = (f"t{i - 1}.r",) if i else ()
-        batch.append(submit(clock, f"t{i}", name, deps=deps, submitter=cell))
+        deps = (2 * i - 1,) if i else ()
+        batch.append(hsubmit(clock, 2 * i, names[i % 3], deps=deps, submitter=f"cell-{i % 2}"))
         if i >= 2:
-            batch.extend(run(clock, f"t{i - 2}", ("load", "process", "reduce")[(i - 2) % 3],
-                             pid=10 + i % 2))
-            batch.append(ev.ObjectFreed(clock(), f"t{i - 3}.r"))
+            batch.extend(hrun(clock, 2 * (i - 2), names[(i - 2) % 3], pid=10 + i % 2))
+            if i >= 3:
+                batch.append(ev.ObjectFreed(clock(), hx(2 * (i - 3) + 1)))
         if len(batch) >= 2_000:
             yield batch
             batch = []
@@ -231,18 +267,22 @@ def stream(n: int, clock: Clock) -> Iterator[list[ev.Event]]:
 
 @pytest.mark.timeout(60)
 def test_messages_of_a_100k_task_run_stay_small(clock: Clock) -> None:
-    model = Model(clock=clock)
+    fed = Fed(clock)
     sizes = []
     for batch in stream(100_000, clock):
-        model.apply(batch)
-        delta = model.take_delta()
+        fed.apply(batch)
+        delta = fed.model.take_delta()
         assert delta is not None
         sizes.append(len(json.dumps(delta)))
-    assert model.grouped
+    assert fed.model.grouped
     assert max(sizes[-20:]) < 50_000, sizes[-20:]
-    assert len(json.dumps(model.snapshot())) < 50_000
-    totals = model.snapshot()["totals"]
+    assert len(json.dumps(fed.model.snapshot())) < 50_000
+    totals = fed.model.snapshot()["totals"]
     assert totals["tasks"] == 100_000 and totals["finished"] == 99_998
+    assert (totals["objects"], totals["objects_freed"]) == (1, 99_997)
+    workers = fed.model.snapshot()["workers"]
+    assert sum(w["tasks_done"] for w in workers.values()) == 99_998
+    assert all(len(w["spans"]) == WORKER_SPANS for w in workers.values())
 
 
 def test_workers_carry_their_last_task_spans_for_the_timeline(clock: Clock) -> None:
@@ -322,20 +362,20 @@ def test_overlapping_waits_both_follow_the_objects_they_share(clock: Clock) -> N
 
 
 def test_store_totals_stay_right_across_the_switch_to_groups(clock: Clock) -> None:
-    model = Model(clock=clock, group_threshold=10)
-    model.apply([ev.ObjectCreated(clock(), f"o{i}", 100, NODE, "driver", None, i % 2 == 0)
-                 for i in range(8)])  # before grouping: listed one by one
-    model.apply([submit(clock, f"t{i}") for i in range(12)])  # past the threshold
-    assert model.grouped
-    model.apply([ev.ObjectCreated(clock(), f"p{i}", 10, NODE, "driver", None, False)
-                 for i in range(5)])
-    model.apply([ev.ObjectFreed(clock(), oid) for oid in ("o0", "o1", "p0", "o0", "x")])
-    node = model.snapshot()["nodes"][NODE]
+    fed = Fed(clock, group_threshold=10)
+    fed.apply([ev.ObjectCreated(clock(), hx(1000 + i), 100, NODE, "driver", None, i % 2 == 0)
+               for i in range(8)])  # before grouping: listed one by one
+    fed.apply([hsubmit(clock, 10 * i) for i in range(12)])  # past the threshold
+    assert fed.model.grouped
+    fed.apply([ev.ObjectCreated(clock(), hx(2000 + i), 10, NODE, "driver", None, False)
+               for i in range(5)])
+    fed.apply([ev.ObjectFreed(clock(), hx(oid)) for oid in (1000, 1001, 2000, 1000, 3000)])
+    node = fed.model.snapshot()["nodes"][NODE]
     assert (node["objects"], node["bytes"], node["shm_bytes"]) == (10, 640, 300)
-    totals = model.snapshot()["totals"]
+    totals = fed.model.snapshot()["totals"]
     assert (totals["objects"], totals["bytes"], totals["objects_freed"]) == (10, 640, 3)
     # An argument already in the store is ready, whichever side of the switch it came from.
-    model.apply([submit(clock, "u1", deps=("o2",)), submit(clock, "u2", deps=("p1",)),
-                 submit(clock, "u3", deps=("o0",))])
-    counts = [g for g in model.snapshot()["groups"].values()][0]["counts"]
+    fed.apply([hsubmit(clock, 500, deps=(1002,)), hsubmit(clock, 510, deps=(2001,)),
+               hsubmit(clock, 520, deps=(1000,))])
+    counts = [g for g in fed.model.snapshot()["groups"].values()][0]["counts"]
     assert (counts["scheduled"], counts["pending"]) == (14, 1)

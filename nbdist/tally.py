@@ -1,0 +1,369 @@
+"""The driver's tasks folded by function and submitter: what a view of thousands of tasks shows
+(layer L2). `events.summary()` and `events.object_info()` read it.
+
+It follows the event stream as a *raw* subscriber (`events.subscribe`): the per-call records (a
+task submitted, started, finished; an object created, freed) reach it as their builders'
+arguments, never built, and each is folded in a few microseconds on the thread that delivers
+it. Following starts with the first question, after folding the records the event
+history still keeps; each answer first flushes the stream, so it is current as of the call.
+A new driver (`reset`) starts from nothing: ids repeat across clusters.
+
+State, under ``lock``:
+
+``tasks``     unfinished task id -> (group key, state, arguments not ready yet, node, pid,
+              returns); a tuple of plain values, which the garbage collector stops scanning
+``groups``    (function name, submitter) -> counts per state (pending, scheduled, running,
+              finished, failed); ``order``: the keys as they first appeared
+``producer``  live object id -> (task id, group key) of the task that returns it
+``waiting``   object id -> tasks that take it and wait for it (pending until it exists), a
+              tuple: like the others, plain values the garbage collector stops scanning
+``objects``   live object id -> (node, size, in shared memory, holds an error)
+``edges``     (producing key, consuming key) -> refs passed from one to the other
+``workers``   (node, pid) -> [task id running or 0, its name, tasks ended, busy seconds,
+              the last SPANS tasks ended as (task id, name, started, ended, failed)]
+``nodes``     node id -> [tasks running, live objects, their bytes, bytes in shared memory]
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from . import events as ev
+from . import records
+from .ids import hex_id
+
+PENDING, SCHEDULED, RUNNING, FINISHED, FAILED = range(5)
+STATE_NAMES = ("pending", "scheduled", "running", "finished", "failed")
+SPANS = 20
+# The kinds folded here; the rest of the stream does not concern it.
+KINDS = ("task_submitted", "task_started", "task_finished", "task_failed", "task_retried",
+         "object_created", "object_freed")
+
+Key = tuple[str, "str | None"]
+
+
+def _int(hex_text: str) -> int:
+    return int(hex_text, 16)
+
+
+class Tally:
+    """See the module docstring."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self._unsubscribe: Callable[[], None] | None = None
+        # Records already folded when following began: recognised by identity in the first
+        # batches (kept alive until then so that identity holds).
+        self._replayed: set[int] = set()
+        self._replay_keepalive: list[Any] = []
+        self._after: Any = None  # the last record of an earlier driver: fold only newer ones
+        self._raw: dict[Any, Callable[..., None]] = {
+            records.submitted: self._submitted, records.started: self._started,
+            records.finished: self._finished, records.created: self._created,
+            records.freed: self._freed}
+        self._built: dict[type, Callable[[Any], None]] = {
+            ev.TaskSubmitted: self._built_submitted, ev.TaskStarted: self._built_started,
+            ev.TaskFinished: self._built_finished, ev.TaskFailed: self._failed,
+            ev.TaskRetried: self._retried, ev.ObjectCreated: self._built_created,
+            ev.ObjectFreed: self._built_freed}
+        self._clear()
+
+    def _clear(self) -> None:
+        self.tasks: dict[int, tuple] = {}
+        self.groups: dict[Key, list[int]] = {}
+        self.order: list[Key] = []
+        self.producer: dict[int, tuple[int, Key]] = {}
+        self.waiting: dict[int, tuple[int, ...]] = {}
+        self.objects: dict[int, tuple[str, int, bool, bool]] = {}
+        self.edges: dict[tuple[Key, Key], int] = {}
+        self.workers: dict[tuple[str, int], list[Any]] = {}
+        self.nodes: dict[str, list[int]] = {}
+        self.freed = 0
+
+    # ------------------------------------------------------------ following the stream
+    def reset(self) -> None:
+        """A new driver: forget everything, and the records before now."""
+        history = ev.bus().recent(raw=True)
+        with self.lock:
+            self._clear()
+            self._after = history[-1] if history else None
+            self._replayed, self._replay_keepalive = set(), []
+
+    def start(self) -> None:
+        """Follow the stream (from the records the history keeps), if not yet following."""
+        if self._unsubscribe is not None:
+            return
+        with self.lock:
+            if self._unsubscribe is not None:
+                return
+            self._unsubscribe = ev.bus().subscribe(self._on_items, KINDS, raw=True)
+            history = ev.bus().recent(raw=True)
+            if self._after is not None:
+                newer = [i for i, item in enumerate(history) if item is self._after]
+                history = history[newer[-1] + 1:] if newer else history
+            self._replay_keepalive = history
+            self._replayed = {id(item) for item in history}
+            self._fold(history)
+
+    def _on_items(self, items: list[Any]) -> None:
+        with self.lock:
+            if self._replayed:
+                fresh = [item for item in items if id(item) not in self._replayed]
+                if fresh:  # past the replay window: every record from here on is new
+                    self._replayed, self._replay_keepalive = set(), []
+                items = fresh
+            self._fold(items)
+
+    def fold(self, items: Iterable[Any]) -> None:
+        """Fold records in as a raw subscriber gets them (built or not)."""
+        with self.lock:
+            self._fold(items)
+
+    def _fold(self, items: Iterable[Any]) -> None:
+        raw, built, unbuilt = self._raw, self._built, ev.unbuilt
+        for item in items:
+            try:
+                made = unbuilt(item)
+                if made is not None:
+                    handler = raw.get(made[0])
+                    if handler is not None:
+                        handler(*made[1])
+                    continue
+                handler1 = built.get(type(item))
+                if handler1 is not None:
+                    handler1(item)
+            except ValueError:
+                continue  # ids that are not ours (hand-made records)
+
+    # ------------------------------------------------------------ answers
+    def summary(self) -> ev.TaskSummary:
+        """As of the call: the records published before it are all folded in."""
+        self.start()
+        now = time.time()
+        ev.bus().flush()
+        return self.snapshot(now)
+
+    def snapshot(self, now: float) -> ev.TaskSummary:
+        """What is folded in so far, as a record stamped ``now``."""
+        with self.lock:
+            index = {key: i for i, key in enumerate(self.order)}
+            groups = tuple((key[0], key[1], c[0], c[1], c[2], c[3], c[4])
+                           for key, c in ((k, self.groups[k]) for k in self.order))
+            edges = tuple((index[a], index[b], n) for (a, b), n in self.edges.items())
+            workers = tuple(
+                (node, pid, hex_id(w[0]) if w[0] else None, w[1], w[2], round(w[3], 3),
+                 tuple((hex_id(s[0]), s[1], s[2], s[3], s[4]) for s in w[4]))
+                for (node, pid), w in self.workers.items())
+            nodes = tuple((node, c[0], c[1], c[2], c[3]) for node, c in self.nodes.items())
+            return ev.TaskSummary(now, groups, edges, workers, nodes, self.freed)
+
+    def object_info(self, object_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+        self.start()
+        ev.bus().flush()
+        return self.lookup(object_ids)
+
+    def lookup(self, object_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """What is folded in so far about these objects (see `events.object_info`)."""
+        out: dict[str, dict[str, Any]] = {}
+        with self.lock:
+            for text in object_ids:
+                try:
+                    oid = _int(text)
+                except ValueError:
+                    continue
+                made = self.producer.get(oid)
+                info: dict[str, Any] = {"task": made[1][0]} if made is not None else {}
+                obj = self.objects.get(oid)
+                if obj is not None:
+                    info["state"] = "failed" if obj[3] else "finished"
+                    if not obj[3]:
+                        info.update(size=obj[1], node=obj[0])
+                elif made is not None:
+                    task = self.tasks.get(made[0])
+                    if task is None:
+                        continue  # ended, and its result is not known here
+                    info["state"] = STATE_NAMES[task[1]]
+                    if task[1] == RUNNING:
+                        info["node"] = task[3]
+                else:
+                    continue
+                out[text] = info
+        return out
+
+    # ------------------------------------------------------------ folding (under lock)
+    def _submitted(self, t: float, task_id: int, name: str, deps: tuple[int, ...], nret: int,
+                   actor_id: int, tag: str | None, parent: int = 0) -> None:
+        if task_id in self.tasks:
+            return
+        key = (name, tag)
+        counts = self.groups.get(key)
+        if counts is None:
+            counts = self.groups[key] = [0, 0, 0, 0, 0]
+            self.order.append(key)
+        missing = 0
+        if deps:
+            producer, objects, edges = self.producer, self.objects, self.edges
+            for dep in deps:
+                made = producer.get(dep)
+                if made is not None:
+                    edge = (made[1], key)
+                    edges[edge] = edges.get(edge, 0) + 1
+                if dep not in objects:
+                    self.waiting[dep] = (*self.waiting.get(dep, ()), task_id)
+                    missing += 1
+        state = PENDING if missing else SCHEDULED
+        counts[state] += 1
+        self.tasks[task_id] = (key, state, missing, "", 0, nret)
+        made_here = (task_id, key)
+        for oid in range(task_id + 1, task_id + 1 + nret):
+            self.producer[oid] = made_here
+
+    def _started(self, t: float, task_id: int, name: str, node: str, pid: int) -> None:
+        task = self.tasks.get(task_id)
+        if task is None or task[1] == RUNNING:
+            return
+        counts = self.groups[task[0]]
+        counts[task[1]] -= 1
+        counts[RUNNING] += 1
+        self.tasks[task_id] = (task[0], RUNNING, 0, node, pid, task[5])
+        worker = self._worker(node, pid)
+        worker[0], worker[1] = task_id, name
+        self._node(node)[0] += 1
+
+    def _finished(self, t: float, task_id: int, name: str, duration: float, node: str,
+                  pid: int, started: float = 0.0) -> None:
+        self._ended(task_id, name, node, pid, started or t - duration, duration, FINISHED)
+
+    def _ended(self, task_id: int, name: str, node: str, pid: int, started: float,
+               duration: float, final: int) -> int:
+        """The task ends in state ``final``; returns its number of returns (0 if unknown)."""
+        task = self.tasks.pop(task_id, None)
+        if task is None:
+            return 0
+        key, state, _, ran_on, ran_by, nret = task
+        counts = self.groups[key]
+        counts[state] -= 1
+        counts[final] += 1
+        if state == RUNNING:
+            self._node(ran_on)[0] -= 1
+            node, pid = ran_on, ran_by
+        if node and pid:
+            worker = self._worker(node, pid)
+            if worker[0] == task_id:
+                worker[0], worker[1] = 0, None
+            worker[2] += 1
+            worker[3] += duration
+            worker[4].append((task_id, name, round(started, 3), round(started + duration, 3),
+                              final == FAILED))
+        return nret
+
+    def _failed(self, e: ev.TaskFailed) -> None:
+        task_id = _int(e.task_id)
+        started = e.started or e.time - e.duration
+        nret = self._ended(task_id, e.name, "", e.worker_pid, started, e.duration, FAILED)
+        for oid in range(task_id + 1, task_id + 1 + nret):
+            if oid not in self.objects:
+                # It holds the error: for the tasks that take it, it is there.
+                self.objects[oid] = ("", 0, False, True)
+                self._ready(oid)
+
+    def _retried(self, e: ev.TaskRetried) -> None:
+        task_id = _int(e.task_id)
+        task = self.tasks.get(task_id)
+        if task is None:
+            return
+        key, state, _, node, pid, nret = task
+        if state == RUNNING:
+            self._node(node)[0] -= 1
+            worker = self.workers.get((node, pid))
+            if worker is not None and worker[0] == task_id:
+                worker[0], worker[1] = 0, None
+        counts = self.groups[key]
+        counts[state] -= 1
+        counts[SCHEDULED] += 1
+        self.tasks[task_id] = (key, SCHEDULED, 0, "", 0, nret)
+
+    def _created(self, t: float, oid: int, size: int, node: str, owner: int,
+                 task_id: int | None, in_shm: bool) -> None:
+        if oid in self.objects:
+            return
+        self.objects[oid] = (node, size, in_shm, False)
+        counts = self._node(node)
+        counts[1] += 1
+        counts[2] += size
+        if in_shm:
+            counts[3] += size
+        self._ready(oid)
+
+    def _freed(self, t: float, oid: int) -> None:
+        self.producer.pop(oid, None)
+        obj = self.objects.pop(oid, None)
+        if obj is None or obj[3]:
+            return
+        self.freed += 1
+        counts = self._node(obj[0])
+        counts[1] -= 1
+        counts[2] -= obj[1]
+        if obj[2]:
+            counts[3] -= obj[1]
+
+    def _ready(self, oid: int) -> None:
+        waiting = self.waiting.pop(oid, None)
+        if not waiting:
+            return
+        for task_id in waiting:
+            task = self.tasks.get(task_id)
+            if task is None or task[1] != PENDING:
+                continue
+            if task[2] > 1:
+                self.tasks[task_id] = (task[0], PENDING, task[2] - 1, *task[3:])
+            else:
+                counts = self.groups[task[0]]
+                counts[PENDING] -= 1
+                counts[SCHEDULED] += 1
+                self.tasks[task_id] = (task[0], SCHEDULED, 0, *task[3:])
+
+    def _worker(self, node: str, pid: int) -> list[Any]:
+        worker = self.workers.get((node, pid))
+        if worker is None:
+            worker = self.workers[node, pid] = [0, None, 0, 0.0,
+                                                collections.deque(maxlen=SPANS)]
+        return worker
+
+    def _node(self, node: str) -> list[int]:
+        counts = self.nodes.get(node)
+        if counts is None:
+            counts = self.nodes[node] = [0, 0, 0, 0]
+        return counts
+
+    # Records built already (someone else subscribed to every record): the same, from ids.
+    def _built_submitted(self, e: ev.TaskSubmitted) -> None:
+        self._submitted(e.time, _int(e.task_id), e.name, tuple(_int(d) for d in e.deps),
+                        len(e.returns), 0, e.submitter)
+
+    def _built_started(self, e: ev.TaskStarted) -> None:
+        self._started(e.time, _int(e.task_id), e.name, e.node_id, e.worker_pid)
+
+    def _built_finished(self, e: ev.TaskFinished) -> None:
+        self._finished(e.time, _int(e.task_id), e.name, e.duration, e.node_id, e.worker_pid,
+                       e.started)
+
+    def _built_created(self, e: ev.ObjectCreated) -> None:
+        self._created(e.time, _int(e.object_id), e.size, e.node_id, 0, None,
+                      e.in_shared_memory)
+
+    def _built_freed(self, e: ev.ObjectFreed) -> None:
+        self._freed(e.time, _int(e.object_id))
+
+
+_tally = Tally()
+ev.set_summary_source(_tally)
+
+
+def reset() -> None:
+    """A new driver joined a cluster: its ids start over (called by the runtime)."""
+    _tally.reset()

@@ -1,0 +1,111 @@
+"""The engine's tally (nbdist/tally.py) folding records as the runtime publishes them: the
+per-call ones unbuilt (their builders' arguments, ints), the others built."""
+
+from __future__ import annotations
+
+from nbdist import events as ev
+from nbdist import records
+from nbdist.tally import SPANS, Tally
+
+NODE = "n1"
+
+
+def raw(make: ev.Builder, *args: object) -> object:
+    """A record as the runtime publishes it when nobody wants it built."""
+    bus = ev.EventBus()
+    bus.publish_later(make, args)
+    [item] = bus.recent(raw=True)
+    return item
+
+
+def submitted(task_id: int, name: str = "f", deps: tuple[int, ...] = (), nret: int = 1,
+              tag: str | None = "cell") -> object:
+    return raw(records.submitted, 1.0, task_id, name, deps, nret, 0, tag)
+
+
+def ran(task_id: int, name: str = "f", pid: int = 7, started: float = 2.0) -> list[object]:
+    return [raw(records.started, started, task_id, name, NODE, pid),
+            raw(records.finished, started + 1, task_id, name, 0.5, NODE, pid, started),
+            raw(records.created, started + 1, task_id + 1, 10, NODE, 99, task_id, False)]
+
+
+def counts(tally: Tally, name: str = "f", tag: str | None = "cell") -> tuple[int, ...]:
+    for group in tally.snapshot(0.0).groups:
+        if group[:2] == (name, tag):
+            return group[2:]
+    raise AssertionError(f"no group {name}/{tag}")
+
+
+def test_a_task_goes_through_its_states() -> None:
+    tally = Tally()
+    tally.fold([submitted(100)])
+    assert counts(tally) == (0, 1, 0, 0, 0)  # no arguments: scheduled at once
+    assert tally.lookup([f"{101:x}"]) == {f"{101:x}": {"task": "f", "state": "scheduled"}}
+    tally.fold([raw(records.started, 2.0, 100, "f", NODE, 7)])
+    assert counts(tally) == (0, 0, 1, 0, 0)
+    assert tally.lookup(["65"])["65"] == {"task": "f", "state": "running", "node": NODE}
+    tally.fold(ran(100)[1:])
+    assert counts(tally) == (0, 0, 0, 1, 0)
+    assert tally.lookup(["65"])["65"] == {"task": "f", "state": "finished", "size": 10,
+                                          "node": NODE}
+    summary = tally.snapshot(5.0)
+    [(node, pid, task, task_name, done, busy, spans)] = summary.workers
+    assert (node, pid, task, task_name, done, busy) == (NODE, 7, None, None, 1, 0.5)
+    assert spans == ((f"{100:018x}", "f", 2.0, 2.5, False),)
+    assert summary.nodes == ((NODE, 0, 1, 10, 0),)
+    tally.fold([raw(records.freed, 6.0, 101)])
+    assert tally.lookup(["65"]) == {} and tally.snapshot(6.0).objects_freed == 1
+    assert tally.snapshot(6.0).nodes == ((NODE, 0, 0, 0, 0),)
+
+
+def test_arguments_pending_until_they_exist_and_edges_between_groups() -> None:
+    tally = Tally()
+    tally.fold([submitted(100, "load"), submitted(200, "use", deps=(101, 501)),
+                submitted(300, "use", deps=(101,))])
+    assert counts(tally, "use") == (2, 0, 0, 0, 0)
+    tally.fold(ran(100, "load"))
+    assert counts(tally, "use") == (1, 1, 0, 0, 0)  # 200 still waits for 501
+    tally.fold([raw(records.created, 3.0, 501, 4, NODE, 99, None, True)])  # a put
+    assert counts(tally, "use") == (0, 2, 0, 0, 0)
+    summary = tally.snapshot(4.0)
+    assert [g[:2] for g in summary.groups] == [("load", "cell"), ("use", "cell")]
+    assert summary.edges == ((0, 1, 2),)
+    assert summary.nodes == ((NODE, 0, 2, 14, 4),)
+
+
+def test_failures_retries_and_built_records() -> None:
+    tally = Tally()
+    tally.fold([submitted(100), submitted(200, deps=(101,)),
+                raw(records.started, 2.0, 100, "f", NODE, 7)])
+    tally.fold([ev.TaskRetried(3.0, f"{100:018x}", "f", 1, "worker died")])
+    assert counts(tally) == (1, 1, 0, 0, 0)  # back to waiting for a worker
+    assert tally.snapshot(3.0).nodes == ((NODE, 0, 0, 0, 0),)
+    tally.fold([raw(records.started, 3.5, 100, "f", NODE, 7),
+                ev.TaskFailed(4.0, f"{100:018x}", "f", "KeyError", "k", 0.1, 7, 3.9)])
+    assert counts(tally) == (0, 1, 0, 0, 1)  # its error is there for 200: it may run
+    assert tally.lookup([f"{101:x}"])[f"{101:x}"]["state"] == "failed"
+    # Records someone else had built arrive built: folded the same way.
+    tally.fold([ev.TaskStarted(5.0, f"{200:018x}", "f", NODE, 8),
+                ev.TaskFinished(6.0, f"{200:018x}", "f", 0.2, NODE, 8, 5.8),
+                ev.ObjectCreated(6.0, f"{201:018x}", 3, NODE, "d", f"{200:018x}", False)])
+    assert counts(tally) == (0, 0, 0, 1, 1)
+    workers = {w[1]: w for w in tally.snapshot(7.0).workers}
+    assert workers[7][6][0][4] is True and workers[8][4] == 1
+
+
+def test_duplicates_and_foreign_ids_change_nothing() -> None:
+    tally = Tally()
+    first = submitted(100)
+    tally.fold([first, first, *ran(100), raw(records.started, 9.0, 100, "f", NODE, 7)])
+    assert counts(tally) == (0, 0, 0, 1, 0)
+    tally.fold([ev.TaskSubmitted(1.0, "not-hex", "f", (), ("x",), None)])
+    assert counts(tally) == (0, 0, 0, 1, 0)
+
+
+def test_worker_spans_are_bounded() -> None:
+    tally = Tally()
+    for i in range(SPANS + 5):
+        tally.fold([submitted(100 * (i + 1)), *ran(100 * (i + 1), started=float(i))])
+    [worker] = tally.snapshot(0.0).workers
+    assert worker[4] == SPANS + 5 and len(worker[6]) == SPANS
+    assert worker[6][-1][0] == f"{100 * (SPANS + 5):018x}"
