@@ -21,6 +21,11 @@ What runs: a notebook cell submits a three-stage DAG (``inc`` -> ``double`` -> `
 - **behind, as of**: the same, counted from the message's ``as_of`` (the kernel's time by
   which every event record published is in the message) instead of the time it was taken:
   records still waiting to be applied then count as behind too;
+- **behind the kernel's news**: just before each render, ``now - news_since`` of the message
+  being rendered (every record it brings was published after that time): how long the oldest
+  news it brings waited, from the kernel to the screen. Until then the view showed the
+  kernel's state as of that news; unlike "as of", this does not count time in which the
+  kernel had nothing new to say (its own garbage collection pauses);
 - **arrival**: the same difference when each message reaches the page (before the panel handles
   it): the part of the lag spent in the kernel, the server and the websocket;
 - **as of age at send**: for each message, its time stamp less its ``as_of``: how long the
@@ -93,12 +98,16 @@ INSTRUMENT = """() => {
     // The kernel's "as of" of each message (every record published before it is in it), by
     // the message's time stamp.
     const asOf = new Map();
+    const news = new Map();
     const nb = window.jupyterapp.shell.widgets('main').find(w => w.sessionContext && w.content);
     nb.sessionContext.session.kernel.anyMessage.connect((_, args) => {
         const msg = args.msg;
         if (args.direction === 'recv' && msg.header.msg_type === 'comm_msg'
                 && msg.content.data && msg.content.data.time) {
             b.received.push([Date.now() / 1000, Date.now() / 1000 - msg.content.data.time]);
+            if (msg.content.data.news_since) {
+                news.set(Number(msg.content.data.time), Number(msg.content.data.news_since));
+            }
             if (msg.content.data.as_of) {
                 asOf.set(Number(msg.content.data.time), Number(msg.content.data.as_of));
                 b.stale.push([Date.now() / 1000,
@@ -116,11 +125,13 @@ INSTRUMENT = """() => {
     // kernel the view was just before it caught up again.
     b.behind = [];
     b.behindAsOf = [];
+    b.behindNews = [];
     let shown = 0;
     new MutationObserver(() => {
         const t = Number(panel.dataset.renderedTime);
         const now = Date.now() / 1000;
         if (t > 0) { b.lags.push([now, now - t]); }
+        if (t > 0 && t !== shown && news.has(t)) { b.behindNews.push([now, now - news.get(t)]); }
         if (t > 0 && shown > 0 && t !== shown) {
             b.behind.push([now, now - shown]);
             if (asOf.has(shown)) { b.behindAsOf.push([now, now - asOf.get(shown)]); }
@@ -135,7 +146,8 @@ STOP = """() => {
     const canvas = document.querySelector('#nbdist-panel .nbdist-graph-canvas');
     canvas.dispatchEvent(new PointerEvent('pointerup', {bubbles: true, pointerId: 1}));
     return {frames: b.frames, lags: b.lags, received: b.received, longtasks: b.longtasks,
-            behind: b.behind, behindAsOf: b.behindAsOf, stale: b.stale};
+            behind: b.behind, behindAsOf: b.behindAsOf, behindNews: b.behindNews,
+            stale: b.stale};
 }"""
 
 ALL_FINISHED = """(n) => {
@@ -307,6 +319,9 @@ def main() -> None:
                 # applied when it was taken count as behind too).
                 "behind_as_of": {f"as_of_{k}": v for k, v in lag_stats(
                     [[at, lag] for at, lag in data["behindAsOf"] if at - lag >= started],
+                    run).items()},
+                "behind_news": {f"news_{k}": v for k, v in lag_stats(
+                    [[at, lag] for at, lag in data["behindNews"] if at - lag >= started],
                     run).items()},
                 "received": {f"arrival_{k}": v for k, v in
                              lag_stats(data["received"], run).items()},

@@ -240,6 +240,9 @@ class TaskSummary(Event):
     # (node id, tasks running, live objects, their bytes, of which in shared memory)
     nodes: tuple[tuple[str, int, int, int, int], ...]
     objects_freed: int
+    # The records folded in since the previous summary were all published after this (0.0:
+    # none): how long the oldest news it carries had waited.
+    news_since: float = 0.0
     kind = "task_summary"
 
 
@@ -299,12 +302,39 @@ def kind_of(item: Any) -> str:
     return item.kind
 
 
+class PullQueue:
+    """Records of some kinds, queued as they are published (raw), for a reader that takes
+    them itself, on its own thread and schedule (`take`): no dispatcher thread is involved.
+    At most ``maxlen`` wait; past that the oldest go and ``overflowed`` is set."""
+
+    def __init__(self, kinds: Iterable[str], maxlen: int) -> None:
+        self.kinds = frozenset(kinds)
+        self.maxlen = maxlen
+        self.items: collections.deque[Any] = collections.deque()
+        self.overflowed = False
+
+    def add(self, item: Any) -> None:
+        if len(self.items) >= self.maxlen:
+            self.overflowed = True
+            self.items.popleft()
+        self.items.append(item)
+
+    def take(self) -> list[Any]:
+        """The records queued so far, oldest first (appends meanwhile stay for the next)."""
+        out = []
+        items = self.items
+        for _ in range(len(items)):
+            out.append(items.popleft())
+        return out
+
+
 class _Sub:
-    __slots__ = ("callback", "kinds", "raw")
+    __slots__ = ("callback", "kinds", "raw", "skip")
 
     def __init__(self, callback: Callable[[list[Any]], None], kinds: frozenset[str] | None,
                  raw: bool) -> None:
         self.callback, self.kinds, self.raw = callback, kinds, raw
+        self.skip = 0  # records waiting for delivery when it subscribed: not its own
 
 
 class EventBus:
@@ -315,6 +345,7 @@ class EventBus:
         self._pending: collections.deque[Any] = collections.deque()
         self._dropped = 0
         self._subs: list[_Sub] = []
+        self._pulls: list[PullQueue] = []
         # The kinds some subscriber wants (None: every kind), and those some subscriber wants
         # built: `publish_later` builds a record at once only in that case.
         self._wanted: frozenset[str] | None = frozenset()
@@ -329,6 +360,9 @@ class EventBus:
         # When the batch being delivered was taken: every record published before then is
         # in it or in an earlier batch (a subscriber can tell how current its view is).
         self.drained_at = 0.0
+        # When the batch before it was taken: every record of the batch being delivered was
+        # published after this (a subscriber can tell how long its news waited).
+        self.window_start = 0.0
 
     def keep(self, n: int) -> None:
         """Keep the last ``n`` records from now on (``config.event_buffer``; a driver sets it
@@ -344,12 +378,19 @@ class EventBus:
 
     def publish(self, event: Any) -> None:
         self._history.append(event)
+        if self._pulls:
+            kind = kind_of(event)
+            for queue in self._pulls:
+                if kind in queue.kinds:
+                    queue.add(event)
         if self._subs and self._wants(kind_of(event)):
             pending = self._pending
             if len(pending) >= MAX_BACKLOG:
                 # The subscribers are behind: keep the newest, count what is dropped.
                 pending.popleft()
                 self._dropped += 1
+                for sub in self._subs:
+                    sub.skip = max(0, sub.skip - 1)
             pending.append(event)
 
     def publish_later(self, make: Builder, args: tuple) -> None:
@@ -377,6 +418,7 @@ class EventBus:
         ``raw``: items as published (see `build`, `unbuilt`)."""
         sub = _Sub(callback, None if kinds is None else frozenset(kinds), raw)
         with self._lock:
+            sub.skip = len(self._pending)
             self._subs = [*self._subs, sub]
             self._refresh_wanted()
             if self._thread is None:
@@ -391,6 +433,17 @@ class EventBus:
                 self._refresh_wanted()
 
         return unsubscribe
+
+    def pull(self, kinds: Iterable[str]) -> PullQueue:
+        """A queue of the records of ``kinds`` published from now on (see `PullQueue`)."""
+        queue = PullQueue(kinds, self._history.maxlen or MAX_BACKLOG)
+        with self._lock:
+            self._pulls = [*self._pulls, queue]
+        return queue
+
+    def unpull(self, queue: PullQueue) -> None:
+        with self._lock:
+            self._pulls = [q for q in self._pulls if q is not queue]
 
     def _refresh_wanted(self) -> None:
         def union(subs: list[_Sub]) -> frozenset[str] | None:
@@ -427,15 +480,18 @@ class EventBus:
             while pending:
                 items.append(pending.popleft())
             dropped, self._dropped = self._dropped, 0
-            self.drained_at = time.time()
+            self.window_start, self.drained_at = self.drained_at, time.time()
         if not items and not dropped:
             return
         built: list[Any] | None = None
         for sub in subs:
-            mine: list[Any] = (items if sub.kinds is None
-                               else [x for x in items if kind_of(x) in sub.kinds])
+            mine: list[Any] = items
+            if sub.skip:  # published before it subscribed
+                mine, sub.skip = items[sub.skip:], 0
+            if sub.kinds is not None:
+                mine = [x for x in mine if kind_of(x) in sub.kinds]
             if not sub.raw:
-                if sub.kinds is None:
+                if mine is items:
                     if built is None:
                         built = [build(x) for x in items]
                     mine = built

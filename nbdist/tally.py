@@ -1,11 +1,13 @@
 """The driver's tasks folded by function and submitter: what a view of thousands of tasks shows
 (layer L2). `events.summary()` and `events.object_info()` read it.
 
-It follows the event stream as a *raw* subscriber (`events.subscribe`): the per-call records (a
-task submitted, started, finished; an object created, freed) reach it as their builders'
-arguments, never built, and each is folded in a few microseconds on the thread that delivers
-it. Following starts with the first question, after folding the records the event
-history still keeps; each answer first flushes the stream, so it is current as of the call.
+It follows the event stream through a pull queue (`events.EventBus.pull`): the per-call records
+(a task submitted, started, finished; an object created, freed) are queued as published, as
+their builders' arguments, never built, and each question folds what is queued, at a couple
+of microseconds a record, on the asking thread: so an answer is current as of the call, and
+no other thread (the event dispatcher) is waited for. Following starts with the first question,
+after folding the records the event history still keeps; if the queue ever overflows (nobody
+asked for a long while), the tally starts again from the history.
 A new driver (`reset`) starts from nothing: ids repeat across clusters.
 
 State, under ``lock``:
@@ -55,12 +57,14 @@ class Tally:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self._unsubscribe: Callable[[], None] | None = None
+        self._queue: ev.PullQueue | None = None
+        self._drained_at = 0.0
         # Records already folded when following began: recognised by identity in the first
         # batches (kept alive until then so that identity holds).
         self._replayed: set[int] = set()
         self._replay_keepalive: list[Any] = []
         self._after: Any = None  # the last record of an earlier driver: fold only newer ones
+        self._news_since = 0.0  # see `events.TaskSummary.news_since`
         self._raw: dict[Any, Callable[..., None]] = {
             records.submitted: self._submitted, records.started: self._started,
             records.finished: self._finished, records.created: self._created,
@@ -95,28 +99,45 @@ class Tally:
 
     def start(self) -> None:
         """Follow the stream (from the records the history keeps), if not yet following."""
-        if self._unsubscribe is not None:
+        if self._queue is not None:
             return
         with self.lock:
-            if self._unsubscribe is not None:
-                return
-            self._unsubscribe = ev.bus().subscribe(self._on_items, KINDS, raw=True)
-            history = ev.bus().recent(raw=True)
-            if self._after is not None:
-                newer = [i for i, item in enumerate(history) if item is self._after]
-                history = history[newer[-1] + 1:] if newer else history
-            self._replay_keepalive = history
-            self._replayed = {id(item) for item in history}
-            self._fold(history)
+            if self._queue is None:
+                self._queue = ev.bus().pull(KINDS)
+                self._replay()
 
-    def _on_items(self, items: list[Any]) -> None:
-        with self.lock:
-            if self._replayed:
-                fresh = [item for item in items if id(item) not in self._replayed]
-                if fresh:  # past the replay window: every record from here on is new
-                    self._replayed, self._replay_keepalive = set(), []
-                items = fresh
-            self._fold(items)
+    def _replay(self) -> None:
+        """Fold the history (the records after an earlier driver's); those also queued are
+        recognised by identity when taken from the queue."""
+        history = ev.bus().recent(raw=True)
+        if self._after is not None:
+            newer = [i for i, item in enumerate(history) if item is self._after]
+            history = history[newer[-1] + 1:] if newer else history
+        self._replay_keepalive = history
+        self._replayed = {id(item) for item in history}
+        self._fold(history)
+        self._drained_at = time.time()
+
+    def _drain(self) -> None:
+        """Fold what the queue holds (under ``lock``)."""
+        queue = self._queue
+        assert queue is not None
+        now = time.time()
+        items = queue.take()
+        if queue.overflowed:  # records were lost: start again from what the history keeps
+            queue.overflowed = False
+            self._clear()
+            self._replay()
+            return
+        if self._replayed:
+            fresh = [item for item in items if id(item) not in self._replayed]
+            if fresh:  # past the replay window: every record from here on is new
+                self._replayed, self._replay_keepalive = set(), []
+            items = fresh
+        if items and not self._news_since:
+            self._news_since = self._drained_at  # they were published after the last drain
+        self._drained_at = now
+        self._fold(items)
 
     def fold(self, items: Iterable[Any]) -> None:
         """Fold records in as a raw subscriber gets them (built or not)."""
@@ -144,7 +165,8 @@ class Tally:
         """As of the call: the records published before it are all folded in."""
         self.start()
         now = time.time()
-        ev.bus().flush()
+        with self.lock:
+            self._drain()
         return self.snapshot(now)
 
     def snapshot(self, now: float) -> ev.TaskSummary:
@@ -159,11 +181,13 @@ class Tally:
                  tuple((hex_id(s[0]), s[1], s[2], s[3], s[4]) for s in w[4]))
                 for (node, pid), w in self.workers.items())
             nodes = tuple((node, c[0], c[1], c[2], c[3]) for node, c in self.nodes.items())
-            return ev.TaskSummary(now, groups, edges, workers, nodes, self.freed)
+            news, self._news_since = self._news_since, 0.0
+            return ev.TaskSummary(now, groups, edges, workers, nodes, self.freed, news)
 
     def object_info(self, object_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
         self.start()
-        ev.bus().flush()
+        with self.lock:
+            self._drain()
         return self.lookup(object_ids)
 
     def lookup(self, object_ids: Iterable[str]) -> dict[str, dict[str, Any]]:

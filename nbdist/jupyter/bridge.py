@@ -15,9 +15,11 @@ cadence and its messages small: a delta neither waits for a whole backlog to be 
 for the sender thread's next turn. The sender thread covers the rest (the cluster flag, node
 descriptions, spilled objects, and changes when no records arrive); its cadence counts from the
 last delta either thread sent, and it asks the cluster for node descriptions and spilled
-objects only after sending, so a busy node never holds a delta back. A batch that takes the
-model past the grouping threshold is applied whole before any delta: the panel then goes
-straight to groups instead of laying out thousands of single tasks first. Each delta carries
+objects only after sending, so a busy node never holds a delta back. While tasks arrive in a
+burst (``BURST_TASKS`` or more in one batch), deltas wait (``BURST_HOLD_S`` past the last such
+batch, ``BURST_MAX_S`` at most): a burst on its way past the grouping threshold then reaches
+the panel as groups, instead of as messages of a thousand single tasks each that the kernel,
+the server and the page would serialize, lay out and drop again. Each delta carries
 ``as_of``, the time by which every record published is in it (docs/comm-protocol.md).
 
 Once the model is grouped, the hub stops following every task's records (it subscribes again
@@ -67,6 +69,9 @@ TARGET = "nbdist"
 INTERVAL_S = 0.1  # ~10 deltas a second (sooner only for BIG_DELTA before grouping)
 CHUNK = 500  # records applied per hold of the model lock (a few ms: a delta never waits long)
 BIG_DELTA = 400  # task and object records changed since the last delta: the next is due now
+BURST_TASKS = 200  # tasks submitted in one batch (every 50 ms): a burst
+BURST_HOLD_S = 0.15  # no delta before this long after the last burst batch ...
+BURST_MAX_S = 1.0  # ... unless the holding began this long ago
 SPILLED_S = 1.0  # how often the node is asked which objects it has spilled to disk
 
 
@@ -94,10 +99,15 @@ class Hub:
         self._nodes_asked: set[str] = set()
         self._spilled_at = 0.0
         self._sent_at = 0.0  # monotonic time of the last delta taken
-        self._holding = False  # a batch is taking the model to groups: no delta until it has
+        # No delta before this (monotonic) time while not grouped: a burst is arriving; and
+        # when the holding began.
+        self._hold_until = 0.0
+        self._hold_since = 0.0
         # Every record published before this time is in the model (see ``as_of`` in
         # docs/comm-protocol.md): the drain time of the last batch applied in full.
         self._as_of = 0.0
+        # The records applied since the last delta were published after this (0.0: none).
+        self._news_since = 0.0
 
     @property
     def subscribed(self) -> bool:
@@ -153,30 +163,30 @@ class Hub:
                 items = fresh
             kinds = self._model.kinds()
         batch = [events.build(x) for x in items if events.kind_of(x) in kinds]
+        if batch and not self._news_since:
+            self._news_since = events.bus().window_start
         if self._model.grouped:  # the records the model still follows: few; no delta here
             with self._model_lock:
                 self._model.apply(batch)
             return
         drained_at = events.bus().drained_at
-        with self._model_lock:
-            # A burst that takes the model past the grouping threshold goes out as groups at
-            # once: the panel would only lay out thousands of single tasks to drop them again.
-            hold = self._holding = self._model.groups_after(batch)
+        if sum(type(e) is events.TaskSubmitted for e in batch) >= BURST_TASKS:
+            now = time.monotonic()
+            if now >= self._hold_until:
+                self._hold_since = now
+            if now - self._hold_since < BURST_MAX_S:
+                self._hold_until = now + BURST_HOLD_S
         for start in range(0, len(batch), CHUNK):
             with self._model_lock:
                 self._model.apply(batch[start:start + CHUNK])
                 if start + CHUNK >= len(batch):
                     self._as_of = drained_at  # the whole batch is in the model now
-                if hold and not self._model.grouped:
-                    continue
-                self._holding = False
                 big = self._model.changed_tasks() >= BIG_DELTA
             if self._model.grouped:
                 break  # the rest of the batch are records it no longer follows
             if big or time.monotonic() - self._sent_at >= self.interval:
                 # Only the sender thread lowers the cluster flag (see `flush`).
                 self._send_delta(wait=False, cluster=True if nbdist.is_initialized() else None)
-        self._holding = False
         if self._model.grouped:
             self._follow()
 
@@ -200,6 +210,8 @@ class Hub:
                                    if events.kind_of(x) in kinds])
             self._as_of = as_of
         self._follow()
+        # The engine's tally follows from now on, so it is current when the model groups.
+        self.summary()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="nbdist-comm-bridge",
                                         daemon=True)
@@ -256,13 +268,12 @@ class Hub:
             return
         up = nbdist.is_initialized()
         if not only_if_due or time.monotonic() - self._sent_at >= self.interval * 0.9:
-            # Everything published until now goes in (grouped, the summary sees to it): the
-            # delta is as of now, also when nothing was published for a while, and the last
-            # records of a cluster that just went (a put, a task's end) reach the panel
-            # before the news that it stopped.
+            # Everything published until now goes in (grouped, the records the model still
+            # follows; the summary folds the rest): the delta is as of now, also when nothing
+            # was published for a while, and the last records of a cluster that just went (a
+            # put, a task's end) reach the panel before the news that it stopped.
             now = time.time()
-            if not self._model.grouped:
-                events.bus().flush()
+            events.bus().flush()
             self._send_delta(wait=True, cluster=up, as_of=now)
         # Round trips to the cluster come after the delta, so a busy node does not hold it;
         # what they learn goes into the next one.
@@ -278,24 +289,27 @@ class Hub:
         try:
             if not self._comms:
                 return
-            # Grouped: as of now (it folds what was published until the call), and the records
-            # the model still follows are flushed to it by the same call.
+            # Grouped: the engine's tally, as of the call.
             summary = self.summary() if self._model.grouped else None
+            if not self._model.grouped and time.monotonic() < self._hold_until:
+                return  # a burst is arriving (see the module docstring)
             with self._model_lock:
-                if self._holding:
-                    return
                 if summary is not None:
                     self._model.apply_summary(summary)
-                    as_of = summary.time
                 self._as_of = max(self._as_of, as_of)
                 if cluster is not None:
                     self._model.set_cluster(cluster)
                 self._model.ref_count = self._driver_refs
                 delta = self._model.take_delta()
                 self._sent_at = time.monotonic()
+                news = [t for t in (self._news_since, summary.news_since if summary else 0.0)
+                        if t]
+                self._news_since = 0.0
             if delta is None:
                 return
             delta["as_of"] = round(self._as_of, 3)
+            if news:
+                delta["news_since"] = round(min(news), 3)
             for comm in list(self._comms):
                 try:
                     comm.send(delta)

@@ -357,14 +357,6 @@ class Model:
         every = frozenset(kind.kind for kind in self._handlers)
         return every - HOT_KINDS if self.grouped else every
 
-    def groups_after(self, batch: list[ev.Event]) -> bool:
-        """Whether applying ``batch`` switches the model to groups (a view can skip the
-        individual tasks it would show only until then)."""
-        if self.grouped:
-            return False
-        submitted = sum(type(e) is ev.TaskSubmitted for e in batch)
-        return self._totals["tasks"] + submitted > self.group_threshold
-
     def lists_objects(self) -> bool:
         """Whether messages list objects one by one (their spilled flags matter)."""
         return not self.grouped

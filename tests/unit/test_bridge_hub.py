@@ -25,6 +25,7 @@ class RecordingComm:
 def test_a_backlog_leaves_in_several_deltas_and_all_tasks_arrive(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(bridge, "CHUNK", 200)
+    monkeypatch.setattr(bridge, "BURST_TASKS", 10_000)  # a backlog, not a burst
     hub = bridge.Hub(interval=60.0)  # no timer-driven delta during the test
     comm = RecordingComm()
     hub._comms.append(comm)
@@ -82,9 +83,29 @@ def test_a_burst_past_the_grouping_threshold_goes_out_as_groups(
     assert first["totals"]["scheduled"] == 3000
 
 
+def test_a_burst_below_the_threshold_is_held_briefly_then_sent(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bridge, "BURST_HOLD_S", 0.05)
+    hub = bridge.Hub(interval=0.0)
+    comm = RecordingComm()
+    hub._comms.append(comm)
+    burst: list[events.Event] = [
+        events.TaskSubmitted(time.time(), f"{i:018x}", "f", (), (f"{i + 1:018x}",), None)
+        for i in range(0, 2 * bridge.BURST_TASKS, 2)]
+    hub.on_events(burst)
+    hub.flush()
+    assert comm.sent == [], "a burst may be on its way to groups: nothing yet"
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and not comm.sent:
+        time.sleep(0.01)  # the burst ended: its tasks go out one by one after all
+        hub.flush()
+    assert len(comm.sent[0]["tasks"]) == bridge.BURST_TASKS
+
+
 def test_a_delta_is_as_of_the_last_batch_applied_in_full(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(bridge, "CHUNK", 100)
+    monkeypatch.setattr(bridge, "BURST_TASKS", 10_000)
     hub = bridge.Hub(interval=0.0)  # a delta after every chunk
     comm = RecordingComm()
     hub._comms.append(comm)

@@ -173,3 +173,20 @@ def test_subscribers_get_the_kinds_they_ask_for_and_nothing_else_is_built() -> N
     unsub()
     unsub_raw()
     bus.close()
+
+
+def test_a_pull_queue_keeps_its_kinds_raw_until_taken_and_says_when_it_overflowed() -> None:
+    bus = events.EventBus(history=4)
+    queue = bus.pull(["object_freed"])
+    bus.publish_later(events.ObjectFreed, (1.0, "a"))
+    bus.publish(events.WaitDone(2.0, 1, 1, 1, False))  # not its kind
+    [item] = queue.take()
+    assert item is bus.recent(raw=True)[0] and events.unbuilt(item) is not None
+    assert queue.take() == [] and not queue.overflowed
+    for i in range(6):  # more than it keeps (the history's length) while nobody takes them
+        bus.publish_later(events.ObjectFreed, (3.0, f"{i}"))
+    assert queue.overflowed
+    assert [events.build(x).object_id for x in queue.take()] == ["2", "3", "4", "5"]  # type: ignore[attr-defined]
+    bus.unpull(queue)
+    bus.publish_later(events.ObjectFreed, (4.0, "z"))
+    assert queue.take() == []

@@ -3,6 +3,8 @@ per-call ones unbuilt (their builders' arguments, ints), the others built."""
 
 from __future__ import annotations
 
+import pytest
+
 from nbdist import events as ev
 from nbdist import records
 from nbdist.tally import SPANS, Tally
@@ -109,3 +111,17 @@ def test_worker_spans_are_bounded() -> None:
     [worker] = tally.snapshot(0.0).workers
     assert worker[4] == SPANS + 5 and len(worker[6]) == SPANS
     assert worker[6][-1][0] == f"{100 * (SPANS + 5):018x}"
+
+
+def test_following_the_stream_from_its_history_without_counting_twice(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    bus = ev.EventBus()
+    monkeypatch.setattr(ev, "bus", lambda: bus)
+    tally = Tally()
+    bus.publish_later(records.submitted, (1.0, 100, "f", (), 1, 0, "cell", 0))
+    tally.summary()  # starts: folds the history, then follows the stream
+    for item in ran(100):
+        bus.publish(item)
+    summary = tally.summary()
+    assert [g[2:] for g in summary.groups] == [(0, 0, 0, 1, 0)]
+    assert 0 < summary.news_since <= summary.time
