@@ -302,6 +302,25 @@ def kind_of(item: Any) -> str:
     return item.kind
 
 
+class Replay:
+    """What a reader that began by replaying the history (raw, `recent(raw=True)`) drops when
+    the same records are delivered again: recognised by identity, until the first record it
+    did not replay arrives (from then on, every record is new)."""
+
+    def __init__(self, history: list[Any] | None = None) -> None:
+        # Ids identify records only while they live: the replayed ones are kept alive.
+        self._keep: list[Any] = list(history or ())
+        self._ids = {id(x) for x in self._keep}
+
+    def fresh(self, items: list[Any]) -> list[Any]:
+        if not self._ids:
+            return items
+        out = [x for x in items if id(x) not in self._ids]
+        if out:
+            self._ids, self._keep = set(), []
+        return out
+
+
 class PullQueue:
     """Records of some kinds, queued as they are published (raw), for a reader that takes
     them itself, on its own thread and schedule (`take`): no dispatcher thread is involved.

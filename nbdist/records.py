@@ -12,6 +12,7 @@ at the end: `task_ended`, `tasks_started`, `output` (which also prints remote ou
 
 from __future__ import annotations
 
+import itertools
 import logging
 import sys
 import time
@@ -159,14 +160,20 @@ def tasks_started(client: CoreClient, items: list[tuple[int, int]], t: float) ->
 
 
 def output(client: CoreClient, msg: tuple) -> None:
-    """A LOG message: records per line, then the output handler (a notebook) or a print."""
+    """A LOG message: its lines as records, shown (see `show_output`)."""
     _, task_id, name, pid, stream, text = msg
     now = _T()
     tag = client.task_tags.get(task_id)
-    lines = [ev.Output(now, hex_id(task_id), name, pid, stream, line, tag)
-             for line in text.splitlines()]
-    for record in lines:
-        client.publish(record)
+    show_output([ev.Output(now, hex_id(task_id), name, pid, stream, line, tag)
+                 for line in text.splitlines()], client.log_to_driver)
+
+
+def show_output(lines: list[ev.Output], log_to_driver: bool) -> None:
+    """Remote output lines on the driver: published, then handed to the output handler (a
+    notebook routes them to their cell) or, unless it took them, printed with the task's name
+    and pid in front."""
+    for line in lines:
+        ev.publish(line)
     handler = ev.output_handler()
     if handler is not None:
         try:
@@ -174,14 +181,15 @@ def output(client: CoreClient, msg: tuple) -> None:
                 return
         except Exception:
             log.exception("nbdist output handler failed")
-    if client.log_to_driver:
-        out = sys.stderr if stream == "stderr" else sys.stdout
-        prefix = f"({name} pid={pid}) "
-        try:
-            out.write("".join(prefix + line + "\n" for line in text.splitlines()))
-            out.flush()
-        except Exception:  # a closed stream must not break the reader thread
-            pass
+    if log_to_driver:
+        # A run of lines of one stream at a time, in order.
+        for stream, run in itertools.groupby(lines, key=lambda e: e.stream):
+            out = sys.stderr if stream == "stderr" else sys.stdout
+            try:
+                out.write("".join(f"({e.name} pid={e.worker_pid}) {e.line}\n" for e in run))
+                out.flush()
+            except Exception:  # a closed stream must not break the thread that reads
+                pass
 
 
 def node_event(client: CoreClient, kind: str, f: dict[str, Any]) -> None:

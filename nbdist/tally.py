@@ -59,10 +59,7 @@ class Tally:
         self.lock = threading.Lock()
         self._queue: ev.PullQueue | None = None
         self._drained_at = 0.0
-        # Records already folded when following began: recognised by identity in the first
-        # batches (kept alive until then so that identity holds).
-        self._replayed: set[int] = set()
-        self._replay_keepalive: list[Any] = []
+        self._replay = ev.Replay()  # records folded when following began
         self._after: Any = None  # the last record of an earlier driver: fold only newer ones
         self._news_since = 0.0  # see `events.TaskSummary.news_since`
         self._raw: dict[Any, Callable[..., None]] = {
@@ -95,7 +92,7 @@ class Tally:
         with self.lock:
             self._clear()
             self._after = history[-1] if history else None
-            self._replayed, self._replay_keepalive = set(), []
+            self._replay = ev.Replay()
 
     def start(self) -> None:
         """Follow the stream (from the records the history keeps), if not yet following."""
@@ -104,17 +101,16 @@ class Tally:
         with self.lock:
             if self._queue is None:
                 self._queue = ev.bus().pull(KINDS)
-                self._replay()
+                self._replay_history()
 
-    def _replay(self) -> None:
+    def _replay_history(self) -> None:
         """Fold the history (the records after an earlier driver's); those also queued are
         recognised by identity when taken from the queue."""
         history = ev.bus().recent(raw=True)
         if self._after is not None:
             newer = [i for i, item in enumerate(history) if item is self._after]
             history = history[newer[-1] + 1:] if newer else history
-        self._replay_keepalive = history
-        self._replayed = {id(item) for item in history}
+        self._replay = ev.Replay(history)
         self._fold(history)
         self._drained_at = time.time()
 
@@ -127,13 +123,9 @@ class Tally:
         if queue.overflowed:  # records were lost: start again from what the history keeps
             queue.overflowed = False
             self._clear()
-            self._replay()
+            self._replay_history()
             return
-        if self._replayed:
-            fresh = [item for item in items if id(item) not in self._replayed]
-            if fresh:  # past the replay window: every record from here on is new
-                self._replayed, self._replay_keepalive = set(), []
-            items = fresh
+        items = self._replay.fresh(items)
         if items and not self._news_since:
             self._news_since = self._drained_at  # they were published after the last drain
         self._drained_at = now

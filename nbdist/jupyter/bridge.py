@@ -92,8 +92,7 @@ class Hub:
         self.summary: Callable[[], events.TaskSummary | None] = events.summary
         self._unsubscribe: Callable[[], None] | None = None
         self._following: frozenset[str] = frozenset()
-        self._replayed: set[int] = set()
-        self._replay_keepalive: list[events.Event] = []
+        self._replay = events.Replay()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._nodes_asked: set[str] = set()
@@ -156,11 +155,7 @@ class Hub:
         """Records as published (a raw subscription: the same objects as in the history, so
         those replayed when it began are recognised by identity); built here."""
         with self._model_lock:
-            if self._replayed:
-                fresh = [x for x in items if id(x) not in self._replayed]
-                if fresh:  # past the replay window: from here on every record is new
-                    self._replayed, self._replay_keepalive = set(), []
-                items = fresh
+            items = self._replay.fresh(items)
             kinds = self._model.kinds()
         batch = [events.build(x) for x in items if events.kind_of(x) in kinds]
         if batch and not self._news_since:
@@ -199,10 +194,7 @@ class Hub:
             self._following = self._model.kinds()
             as_of = time.time()
             history = events.recent(raw=True)
-            # Ids identify records only while they are alive: keep the replayed ones alive
-            # until the first batch past the replay window clears the set.
-            self._replay_keepalive = history
-            self._replayed = {id(x) for x in history}
+            self._replay = events.Replay(history)
             for start in range(0, len(history), CHUNK):
                 # Built a chunk at a time: once grouped, the model follows fewer kinds.
                 kinds = self._model.kinds()
@@ -238,7 +230,7 @@ class Hub:
         thread, self._thread = self._thread, None
         if thread is not None:
             thread.join(5)
-        self._replayed, self._replay_keepalive = set(), []
+        self._replay = events.Replay()
 
     def _snapshot(self) -> Json:
         summary = self.summary() if self._model.grouped else None

@@ -144,8 +144,7 @@ class LiveView:
         self.figure_interval = figure_interval
         self._lock = threading.Lock()
         self._model = Model()
-        self._replayed: set[int] = set()
-        self._replay_keepalive: list[events.Event] = []
+        self._replay = events.Replay()
         self._unsubscribe: Any = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -199,8 +198,7 @@ class LiveView:
             built = [events.build(x) for x in raw]
             history = tracing.current_cluster_history(built)
             raw = raw[len(raw) - len(history):]
-            self._replay_keepalive = raw
-            self._replayed = {id(x) for x in raw}
+            self._replay = events.Replay(raw)
             self._model.apply(history)
         self.status = "following the cluster" if nbdist.is_initialized() else \
             "waiting for a cluster to start"
@@ -231,7 +229,7 @@ class LiveView:
     def _unsubscribe_events(self) -> None:
         with self._lock:
             unsubscribe, self._unsubscribe = self._unsubscribe, None
-            self._replayed, self._replay_keepalive = set(), []
+            self._replay = events.Replay()
         if unsubscribe is not None:
             unsubscribe()
 
@@ -239,12 +237,7 @@ class LiveView:
         with self._lock:
             if self._unsubscribe is None:
                 return
-            if self._replayed:
-                fresh = [x for x in items if id(x) not in self._replayed]
-                if fresh:  # past the replay window: every record from here on is new
-                    self._replayed, self._replay_keepalive = set(), []
-                items = fresh
-            self._model.apply([events.build(x) for x in items])
+            self._model.apply([events.build(x) for x in self._replay.fresh(items)])
 
     def _run(self) -> None:
         seen_cluster = nbdist.is_initialized()

@@ -43,6 +43,7 @@ from .. import events as ev
 from .. import remote_function as _rf
 from ..context import ContextNames
 from ..exceptions import ClusterError, GetTimeoutError, SerializationError
+from ..records import show_output
 from ..runtime import ObjectRef
 from . import worker
 from .errors import RetryableTaskFailure, translate
@@ -416,26 +417,7 @@ class RayBackend:
             log.warning("nbdist: %d lines of remote output were dropped (the driver fell "
                         "behind)", dropped)
         if lines:
-            self._show(lines)
-
-    def _show(self, lines: list[ev.Output]) -> None:
-        for line in lines:
-            ev.publish(line)
-        handler = ev.output_handler()
-        if handler is not None:
-            try:
-                if handler(lines):
-                    return
-            except Exception:
-                log.exception("nbdist output handler failed")
-        if self.log_to_driver:
-            for line in lines:
-                out = sys.stderr if line.stream == "stderr" else sys.stdout
-                try:
-                    out.write(f"({line.name} pid={line.worker_pid}) {line.line}\n")
-                    out.flush()
-                except Exception:  # a closed stream must not stop the pump
-                    pass
+            show_output(lines, self.log_to_driver)
 
 
 class RayRuntimeContext(ContextNames):
