@@ -272,8 +272,9 @@ class NodeState:
                 obj = Obj()
                 self.objects[rid] = obj
             obj.owner_job = job
-            obj.count += 1
-            client.holds.add(rid)
+            if rid not in client.holds:  # (a resubmitted direct call's may be held already)
+                client.holds.add(rid)
+                obj.count += 1
         for dep in spec[P.S_DEPS]:
             self.incref(dep)
         for inner in spec[P.S_CONTAINED]:

@@ -384,3 +384,23 @@ def test_kill_fails_the_direct_calls_in_flight(fresh_cluster) -> None:
             nbdist.get(ref, timeout=30)
     with pytest.raises(exceptions.ActorDiedError):
         nbdist.get(actor.work.remote(), timeout=30)
+
+
+@nbdist.remote
+def same(value):
+    return value
+
+
+def test_a_result_that_escaped_a_call_lost_with_its_link_is_freed_once_dropped(
+        fresh_cluster, tmp_path: Path, wait_until) -> None:
+    actor = Fragile.options(max_restarts=1, max_task_retries=1).remote()
+    assert nbdist.get(actor.work.remote()) == 1
+    baseline = node_objects()
+    sent = direct_sent()
+    ref = actor.die_once.remote(str(tmp_path / "m"))  # its worker dies running it once
+    passed = same.remote(ref)  # named to the node while the call is still on the link
+    assert direct_sent() == sent + 1
+    assert nbdist.get(passed, timeout=60) == "second attempt"
+    del ref, passed
+    wait_until(lambda: node_objects() <= baseline, timeout=30,
+               what="the node to let go of the resubmitted call's result")
