@@ -10,8 +10,11 @@ hands each subscriber the records of the kinds it asked for in batches (a list p
 most every ``BATCH_INTERVAL_S``; a *raw* subscriber gets the items as they were published (the
 same objects as in the history: `build` makes the record, `unbuilt` gives the builder and its
 arguments), so it can recognise by identity a record it already saw in `recent(raw=True)`.
-A subscriber that falls more than ``MAX_BACKLOG`` records behind gets an `EventsDropped`
-summary instead of the records it missed: a slow consumer never slows the engine.
+A subscriber gets the records published after it subscribed; one that falls more than
+``MAX_BACKLOG`` records behind gets an `EventsDropped` summary instead of the records it
+missed: a slow consumer never slows the engine. A `PullQueue` (`EventBus.pull`) queues the
+records of some kinds, raw, for a reader that takes them on its own schedule, with no
+dispatcher thread in between (the engine's tally).
 
 A view of thousands of tasks does not follow every task's records: it asks for `summary()`, a
 `TaskSummary` folded by the engine (`nbdist.tally`) from the same stream, current as of the
@@ -21,8 +24,9 @@ Every record is a frozen dataclass with ``kind`` (a stable string) and ``version
 (`EVENT_VERSION`, bumped when a field changes); ``time`` is ``time.time()`` on the driver or the
 worker where it happened. Ids are the hex strings users see elsewhere.
 
-    subscribe(callback, kinds=None) -> unsubscribe   callback(list[Event]), dispatcher thread
-    recent(n=None) -> list[Event]          the last records kept (config.event_buffer)
+    subscribe(callback, kinds=None, raw=False) -> unsubscribe
+                                           callback(list[Event]) on the dispatcher thread
+    recent(n=None, raw=False) -> list      the last records kept (config.event_buffer)
     summary() -> TaskSummary | None        the driver's tasks by function and submitter
     object_info(ids) -> {id: {...}}        state, size, node and task of objects
 """
@@ -39,7 +43,7 @@ from typing import Any, Protocol
 
 log = logging.getLogger(__name__)
 
-EVENT_VERSION = 1
+EVENT_VERSION = 2  # 2: TaskFailed.submitter; the TaskSummary kind
 BATCH_INTERVAL_S = 0.05
 MAX_BACKLOG = 50_000
 

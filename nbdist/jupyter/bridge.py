@@ -19,31 +19,34 @@ objects only after sending, so a busy node never holds a delta back. While tasks
 burst (``BURST_TASKS`` or more in one batch), deltas wait (``BURST_HOLD_S`` past the last such
 batch, ``BURST_MAX_S`` at most): a burst on its way past the grouping threshold then reaches
 the panel as groups, instead of as messages of a thousand single tasks each that the kernel,
-the server and the page would serialize, lay out and drop again. Each delta carries
-``as_of``, the time by which every record published is in it (docs/comm-protocol.md).
+the server and the page would serialize, lay out and drop again. Before each of its deltas the
+sender thread delivers what the event stream still holds, so the delta carries as ``as_of``
+the time that began (every record published before it is in it), and as ``news_since`` when
+the oldest news in it was published, at the earliest (docs/comm-protocol.md).
 
 Once the model is grouped, the hub stops following every task's records (it subscribes again
 to the kinds the model still follows, so the others are not even built for it), and only the
 sender thread sends: before each delta it reads the engine's `events.summary()`, which folds
-everything published until then, and the delta is as of that moment.
+everything published until then.
 
 ``_model_lock`` guards the model; ``_send_lock`` guards the list of comms and orders messages,
 so a comm never receives a delta taken before the snapshot it was just sent (a later delta only
 repeats changes, which is harmless: deltas carry full records).
 
 Whether a cluster runs is not an event: the sender thread asks ``nbdist.is_initialized()`` each
-interval (a flag read) so the panel can tell "no cluster yet" from "an idle cluster". When the
-cluster has gone, it first flushes the event stream, so the records published before (a `put`
-just before `shutdown()`) reach the panel ahead of the news; the dispatcher thread may raise
-the flag, never lower it.
+interval (a flag read) so the panel can tell "no cluster yet" from "an idle cluster". As it
+delivers what the event stream holds first, the records published before the cluster went (a
+`put` just before `shutdown()`) reach the panel ahead of the news; the dispatcher thread may
+raise the flag, never lower it.
 
-The engine does not publish NodeUp yet, so the sender thread asks ``nbdist.nodes()`` (once per
-node) about nodes the model learnt from task records, for their address and resources.
+The driver publishes NodeUp for its own node only, so the sender thread asks ``nbdist.nodes()``
+(once per node) about other nodes the model learnt from task records.
 
 One subscription and one sender thread serve all open comms; both start with the first comm
-and stop with the last. On subscribing, the hub replays ``events.recent()`` so a panel opened
-late still sees the work submitted before it; records delivered twice around that moment are
-recognised by identity and skipped.
+and stop with the last. The subscription is raw (`events.subscribe`): on subscribing, the hub
+replays ``events.recent(raw=True)`` so a panel opened late still sees the work submitted
+before it, and the records delivered again around that moment are the same objects: an
+`events.Replay` recognises and skips them.
 
 The message schema (``model.SCHEMA_VERSION``) is documented in ``docs/comm-protocol.md``.
 """
