@@ -330,9 +330,11 @@ class PullQueue:
     them itself, on its own thread and schedule (`take`): no dispatcher thread is involved.
     At most ``maxlen`` wait; past that the oldest go and ``overflowed`` is set."""
 
-    def __init__(self, kinds: Iterable[str], maxlen: int) -> None:
+    def __init__(self, kinds: Iterable[str], maxlen: int,
+                 on_tick: Callable[[], None] | None = None) -> None:
         self.kinds = frozenset(kinds)
         self.maxlen = maxlen
+        self.on_tick = on_tick
         self.items: collections.deque[Any] = collections.deque()
         self.overflowed = False
 
@@ -444,11 +446,7 @@ class EventBus:
             sub.skip = len(self._pending)
             self._subs = [*self._subs, sub]
             self._refresh_wanted()
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name="nbdist-events", daemon=True
-                )
-                self._thread.start()
+            self._start_dispatcher()
 
         def unsubscribe() -> None:
             with self._lock:
@@ -457,16 +455,26 @@ class EventBus:
 
         return unsubscribe
 
-    def pull(self, kinds: Iterable[str]) -> PullQueue:
-        """A queue of the records of ``kinds`` published from now on (see `PullQueue`)."""
-        queue = PullQueue(kinds, self._history.maxlen or MAX_BACKLOG)
+    def pull(self, kinds: Iterable[str], on_tick: Callable[[], None] | None = None
+             ) -> PullQueue:
+        """A queue of the records of ``kinds`` published from now on (see `PullQueue`);
+        ``on_tick()`` is called by the dispatcher thread every ``BATCH_INTERVAL_S`` (a reader
+        takes what was queued then, so little waits for its own turn)."""
+        queue = PullQueue(kinds, self._history.maxlen or MAX_BACKLOG, on_tick)
         with self._lock:
             self._pulls = [*self._pulls, queue]
+            self._start_dispatcher()
         return queue
 
     def unpull(self, queue: PullQueue) -> None:
         with self._lock:
             self._pulls = [q for q in self._pulls if q is not queue]
+
+    def _start_dispatcher(self) -> None:
+        if self._thread is None:  # (under ``_lock``)
+            self._thread = threading.Thread(target=self._run, name="nbdist-events",
+                                            daemon=True)
+            self._thread.start()
 
     def _refresh_wanted(self) -> None:
         def union(subs: list[_Sub]) -> frozenset[str] | None:
@@ -490,6 +498,12 @@ class EventBus:
         while not self._closed:
             self._wake.wait(BATCH_INTERVAL_S)
             self._deliver()
+            for queue in self._pulls:
+                if queue.on_tick is not None:
+                    try:
+                        queue.on_tick()
+                    except Exception:  # a reader's bug must not stop the stream
+                        log.exception("nbdist event reader %r raised", queue.on_tick)
 
     def _deliver(self) -> None:
         with self._delivering:

@@ -3,9 +3,9 @@
 
 It follows the event stream through a pull queue (`events.EventBus.pull`): the per-call records
 (a task submitted, started, finished; an object created, freed) are queued as published, as
-their builders' arguments, never built, and each question folds what is queued, at a couple
-of microseconds a record, on the asking thread: so an answer is current as of the call, and
-no other thread (the event dispatcher) is waited for. Following starts with the first question,
+their builders' arguments, never built, and folded at a couple of microseconds a record: by
+the event dispatcher thread at each of its turns, and by each question for what is left, on the
+asking thread, so an answer is current as of the call. Following starts with the first question,
 after folding the records the event history still keeps; if the queue ever overflows (nobody
 asked for a long while), the tally starts again from the history.
 A new driver (`reset`) starts from nothing: ids repeat across clusters.
@@ -100,7 +100,7 @@ class Tally:
             return
         with self.lock:
             if self._queue is None:
-                self._queue = ev.bus().pull(KINDS)
+                self._queue = ev.bus().pull(KINDS, self._tick)
                 self._replay_history()
 
     def _replay_history(self) -> None:
@@ -113,6 +113,12 @@ class Tally:
         self._replay = ev.Replay(history)
         self._fold(history)
         self._drained_at = time.time()
+
+    def _tick(self) -> None:
+        """The event dispatcher's turn: fold what was queued since, so an answer has little
+        left to fold."""
+        with self.lock:
+            self._drain()
 
     def _drain(self) -> None:
         """Fold what the queue holds (under ``lock``)."""
