@@ -190,3 +190,20 @@ def test_a_pull_queue_keeps_its_kinds_raw_until_taken_and_says_when_it_overflowe
     bus.unpull(queue)
     bus.publish_later(events.ObjectFreed, (4.0, "z"))
     assert queue.take() == []
+
+
+def test_a_pull_queue_reader_is_given_a_turn_by_the_dispatcher() -> None:
+    bus = events.EventBus()
+    took: list[object] = []
+    turned = threading.Event()
+
+    def tick() -> None:
+        took.extend(queue.take())
+        if took:
+            turned.set()
+
+    queue = bus.pull(["object_freed"], on_tick=tick)
+    bus.publish_later(events.ObjectFreed, (1.0, "a"))
+    assert turned.wait(5), "the dispatcher thread never gave the reader its turn"
+    assert [events.build(x) for x in took] == [events.ObjectFreed(1.0, "a")]
+    bus.close()
