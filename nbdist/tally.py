@@ -13,7 +13,7 @@ A new driver (`reset`) starts from nothing: ids repeat across clusters.
 State, under ``lock``:
 
 ``tasks``     unfinished task id -> (group key, state, arguments not ready yet, node, pid,
-              returns); a tuple of plain values, which the garbage collector stops scanning
+              return ids); plain values, which the garbage collector stops scanning
 ``groups``    (function name, submitter) -> counts per state (pending, scheduled, running,
               finished, failed); ``order``: the keys as they first appeared
 ``producer``  live object id -> (task id, group key) of the task that returns it
@@ -218,7 +218,10 @@ class Tally:
 
     # ------------------------------------------------------------ folding (under lock)
     def _submitted(self, t: float, task_id: int, name: str, deps: tuple[int, ...], nret: int,
-                   actor_id: int, tag: str | None, parent: int = 0) -> None:
+                   actor_id: int, tag: str | None, parent: int = 0,
+                   returns: tuple[int, ...] | None = None) -> None:
+        """(The arguments of `records.submitted`; ``returns``, when the ids do not follow
+        the task's, as on the Ray backend.)"""
         if task_id in self.tasks:
             return
         key = (name, tag)
@@ -239,9 +242,10 @@ class Tally:
                     missing += 1
         state = PENDING if missing else SCHEDULED
         counts[state] += 1
-        self.tasks[task_id] = (key, state, missing, "", 0, nret)
+        ret_ids = range(task_id + 1, task_id + 1 + nret) if returns is None else returns
+        self.tasks[task_id] = (key, state, missing, "", 0, ret_ids)
         made_here = (task_id, key)
-        for oid in range(task_id + 1, task_id + 1 + nret):
+        for oid in ret_ids:
             self.producer[oid] = made_here
 
     def _started(self, t: float, task_id: int, name: str, node: str, pid: int) -> None:
@@ -261,12 +265,12 @@ class Tally:
         self._ended(task_id, name, node, pid, started or t - duration, duration, FINISHED)
 
     def _ended(self, task_id: int, name: str, node: str, pid: int, started: float,
-               duration: float, final: int) -> int:
-        """The task ends in state ``final``; returns its number of returns (0 if unknown)."""
+               duration: float, final: int) -> Iterable[int]:
+        """The task ends in state ``final``; returns the ids of its returns (none if unknown)."""
         task = self.tasks.pop(task_id, None)
         if task is None:
-            return 0
-        key, state, _, ran_on, ran_by, nret = task
+            return ()
+        key, state, _, ran_on, ran_by, made = task
         counts = self.groups[key]
         counts[state] -= 1
         counts[final] += 1
@@ -281,13 +285,12 @@ class Tally:
             worker[3] += duration
             worker[4].append((task_id, name, round(started, 3), round(started + duration, 3),
                               final == FAILED))
-        return nret
+        return made
 
     def _failed(self, e: ev.TaskFailed) -> None:
         task_id = _int(e.task_id)
         started = e.started or e.time - e.duration
-        nret = self._ended(task_id, e.name, "", e.worker_pid, started, e.duration, FAILED)
-        for oid in range(task_id + 1, task_id + 1 + nret):
+        for oid in self._ended(task_id, e.name, "", e.worker_pid, started, e.duration, FAILED):
             if oid not in self.objects:
                 # It holds the error: for the tasks that take it, it is there.
                 self.objects[oid] = ("", 0, False, True)
@@ -298,7 +301,7 @@ class Tally:
         task = self.tasks.get(task_id)
         if task is None:
             return
-        key, state, _, node, pid, nret = task
+        key, state, _, node, pid, made = task
         if state == RUNNING:
             self._node(node)[0] -= 1
             worker = self.workers.get((node, pid))
@@ -307,7 +310,7 @@ class Tally:
         counts = self.groups[key]
         counts[state] -= 1
         counts[SCHEDULED] += 1
-        self.tasks[task_id] = (key, SCHEDULED, 0, "", 0, nret)
+        self.tasks[task_id] = (key, SCHEDULED, 0, "", 0, made)
 
     def _created(self, t: float, oid: int, size: int, node: str, owner: int,
                  task_id: int | None, in_shm: bool) -> None:
@@ -365,7 +368,8 @@ class Tally:
     # Records built already (someone else subscribed to every record): the same, from ids.
     def _built_submitted(self, e: ev.TaskSubmitted) -> None:
         self._submitted(e.time, _int(e.task_id), e.name, tuple(_int(d) for d in e.deps),
-                        len(e.returns), 0, e.submitter)
+                        len(e.returns), 0, e.submitter,
+                        returns=tuple(_int(r) for r in e.returns))
 
     def _built_started(self, e: ev.TaskStarted) -> None:
         self._started(e.time, _int(e.task_id), e.name, e.node_id, e.worker_pid)

@@ -125,3 +125,16 @@ def test_following_the_stream_from_its_history_without_counting_twice(
     summary = tally.summary()
     assert [g[2:] for g in summary.groups] == [(0, 0, 0, 1, 0)]
     assert 0 < summary.news_since <= summary.time
+
+
+def test_records_whose_return_ids_do_not_follow_the_task_id() -> None:
+    # (Ray's ids, on the Ray backend: the records say which objects a task returns.)
+    tally = Tally()
+    tally.fold([ev.TaskSubmitted(1.0, "aa", "load", (), ("0f",), None, None, "cell"),
+                ev.TaskSubmitted(1.0, "bb", "use", ("0f",), ("1f",), None, None, "cell")])
+    assert counts(tally, "use") == (1, 0, 0, 0, 0)
+    tally.fold([ev.TaskStarted(2.0, "aa", "load", NODE, 7),
+                ev.TaskFailed(3.0, "aa", "load", "KeyError", "k", 0.5, 7, 2.5)])
+    assert counts(tally, "use") == (0, 1, 0, 0, 0)  # its argument holds the error: ready
+    assert tally.snapshot(4.0).edges == ((0, 1, 1),)
+    assert tally.lookup(["0f"])["0f"] == {"task": "load", "state": "failed"}
