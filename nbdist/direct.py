@@ -194,6 +194,8 @@ class DirectCalls:
     def ended(self, msg: tuple, from_link: bool) -> None:
         """A DONE arrived for ``msg[1]`` (through the node, or on a link: ``from_link``)."""
         task_id, locs, pid = msg[1], msg[3], msg[6]
+        if task_id not in self.node_calls and task_id not in self.calls:
+            return  # a task, not an actor call of ours (registered before it was sent)
         client = self.client
         with self.lock:
             actor_id = self.node_calls.pop(task_id, None)

@@ -403,12 +403,13 @@ class EventBus:
 
     def publish(self, event: Any) -> None:
         self._history.append(event)
-        if self._pulls:
-            kind = kind_of(event)
-            for queue in self._pulls:
-                if kind in queue.kinds:
-                    queue.add(event)
-        if self._subs and self._wants(kind_of(event)):
+        if not (self._pulls or self._subs):
+            return
+        kind = kind_of(event)
+        for queue in self._pulls:
+            if kind in queue.kinds:
+                queue.add(event)
+        if self._subs and self._wants(kind):
             pending = self._pending
             if len(pending) >= MAX_BACKLOG:
                 # The subscribers are behind: keep the newest, count what is dropped.
