@@ -34,6 +34,15 @@ What runs: a notebook cell submits a three-stage DAG (``inc`` -> ``double`` -> `
 - **kernel cadence**: the gaps between the kernel's stamps of successive messages (a
   message's stamp is its arrival less its lag): the part of "behind" spent in the kernel
   before a message leaves;
+- **behind, as of, in parts**: for each render, its "behind, as of" split into the kernel's
+  turn (the message's ``as_of`` less the one before's), the taking of the message (its time
+  stamp less its ``as_of``), the way to the page (arrival less time stamp) and the page's own
+  time (render less arrival); the renders over 250 ms are listed with their parts;
+- **the kernel's full garbage collections** during the run (the cell watches them);
+- **CPU share by process group** (chromium, kernel, cluster, Jupyter server) from the run's
+  start until the view caught up, and whether Linux's autogroup scheduling is on: then each
+  session (the kernel, the cluster, Chromium: each is started in a session of its own) gets an
+  equal share of a saturated machine, whatever the processes' nice values;
 - **catch-up**: the cell prints the kernel's clock when ``get`` returned; the time until the
   panel shows every task finished is the view's delay at the end of the run.
 
@@ -99,12 +108,14 @@ INSTRUMENT = """() => {
     // the message's time stamp.
     const asOf = new Map();
     const news = new Map();
+    const arrived = new Map();
     const nb = window.jupyterapp.shell.widgets('main').find(w => w.sessionContext && w.content);
     nb.sessionContext.session.kernel.anyMessage.connect((_, args) => {
         const msg = args.msg;
         if (args.direction === 'recv' && msg.header.msg_type === 'comm_msg'
                 && msg.content.data && msg.content.data.time) {
             b.received.push([Date.now() / 1000, Date.now() / 1000 - msg.content.data.time]);
+            arrived.set(Number(msg.content.data.time), Date.now() / 1000);
             if (msg.content.data.news_since) {
                 news.set(Number(msg.content.data.time), Number(msg.content.data.news_since));
             }
@@ -126,6 +137,7 @@ INSTRUMENT = """() => {
     b.behind = [];
     b.behindAsOf = [];
     b.behindNews = [];
+    b.parts = [];
     let shown = 0;
     new MutationObserver(() => {
         const t = Number(panel.dataset.renderedTime);
@@ -134,7 +146,13 @@ INSTRUMENT = """() => {
         if (t > 0 && t !== shown && news.has(t)) { b.behindNews.push([now, now - news.get(t)]); }
         if (t > 0 && shown > 0 && t !== shown) {
             b.behind.push([now, now - shown]);
-            if (asOf.has(shown)) { b.behindAsOf.push([now, now - asOf.get(shown)]); }
+            if (asOf.has(shown)) {
+                b.behindAsOf.push([now, now - asOf.get(shown)]);
+                if (asOf.has(t) && arrived.has(t)) {
+                    b.parts.push([now, now - asOf.get(shown), asOf.get(t) - asOf.get(shown),
+                                  t - asOf.get(t), arrived.get(t) - t, now - arrived.get(t)]);
+                }
+            }
         }
         if (t > 0) { shown = t; }
     }).observe(panel, {attributes: true, attributeFilter: ['data-rendered-time']});
@@ -147,7 +165,7 @@ STOP = """() => {
     canvas.dispatchEvent(new PointerEvent('pointerup', {bubbles: true, pointerId: 1}));
     return {frames: b.frames, lags: b.lags, received: b.received, longtasks: b.longtasks,
             behind: b.behind, behindAsOf: b.behindAsOf, behindNews: b.behindNews,
-            stale: b.stale};
+            stale: b.stale, parts: b.parts};
 }"""
 
 ALL_FINISHED = """(n) => {
@@ -176,12 +194,22 @@ def double(x):
 def pair(x, y):
     return x + y
 
+import gc, json
+_gc_start, _gc_full = [0.0], []
+def _gc_watch(phase, info):  # the kernel's full collections during the run: (at, seconds)
+    if phase == "start":
+        _gc_start[0] = time.time()
+    elif info["generation"] == 2:
+        _gc_full.append((_gc_start[0], time.time() - _gc_start[0]))
+gc.callbacks.append(_gc_watch)
 t0 = time.time()
 incs = [inc.remote(i) for i in range({a})]
 doubles = [double.remote(r) for r in incs[:{b}]]
 pairs = [pair.remote(doubles[k % {b}], doubles[(k + 1) % {b}]) for k in range({c})]
 nbdist.get(incs + doubles + pairs)
 t1 = time.time()
+gc.callbacks.remove(_gc_watch)
+print("KERNEL_GC", json.dumps([[round(at - t0, 3), round(s, 4)] for at, s in _gc_full]))
 print(f"KERNEL_DONE {{t1:.3f}} {{t1 - t0:.3f}}")
 """
 
@@ -189,6 +217,23 @@ print(f"KERNEL_DONE {{t1:.3f}} {{t1 - t0:.3f}}")
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+def parts_stats(parts: list[list[float]], window: tuple[float, float]) -> dict[str, Any]:
+    """Where "behind, as of" went, render by render: the kernel's turn (as_of of the message
+    less that of the one before), its taking (time stamp less as_of), the way to the page
+    (arrival less time stamp) and the page (render less arrival)."""
+    during = [p for p in parts if window[0] <= p[0] <= window[1]]
+    names = ["behind", "turn", "taking", "transit", "page"]
+    return {
+        "median_ms": {n: round(1000 * percentile([p[i + 1] for p in during], 0.5))
+                      for i, n in enumerate(names)},
+        "p95_ms": {n: round(1000 * percentile([p[i + 1] for p in during], 0.95))
+                   for i, n in enumerate(names)},
+        # [s into the run, then the parts in ms]
+        "over_250ms": [[round(p[0] - window[0], 2), *(round(1000 * v) for v in p[1:])]
+                       for p in during if p[1] > 0.25],
+    }
 
 
 def frame_stats(frames: list[float], window: tuple[float, float]) -> dict[str, Any]:
@@ -253,6 +298,36 @@ def top_functions(profile: dict[str, Any], n: int = 15) -> list[list[Any]]:
     return [[round(us / 1000), name, where] for (name, where), us in ranked]
 
 
+def cpu_by_group() -> dict[str, float]:
+    """CPU seconds used so far by this machine's processes, by what they are (Linux /proc)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[str, float] = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        group = ("chromium" if "chromium" in cmd else
+                 "kernel" if "ipykernel_launcher" in cmd else
+                 "cluster" if "nbdist." in cmd else
+                 "jupyter server" if "jupyterlab" in cmd or "jupyter-lab" in cmd else
+                 "benchmark (playwright)" if "panel_scale" in cmd or "playwright" in cmd
+                 else "other")
+        out[group] = out.get(group, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
+def autogroup() -> bool | None:
+    """Whether the Linux scheduler shares the CPU between sessions first (None: unknown)."""
+    try:
+        return Path("/proc/sys/kernel/sched_autogroup_enabled").read_text().strip() == "1"
+    except OSError:
+        return None
+
+
 def metrics(cdp: Any) -> dict[str, float]:
     """Chromium's cumulative main-thread counters (seconds)."""
     return {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}
@@ -294,13 +369,18 @@ def main() -> None:
                 cdp.send("Profiler.enable")
                 cdp.send("Profiler.setSamplingInterval", {"interval": 1000})
                 cdp.send("Profiler.start")
+            cpu_before = cpu_by_group()
             started = time.time()
             nb.run_cell(workload(args.tasks), wait=False)
             nb.wait_run(timeout=900)
             done_line = page.locator(".jp-OutputArea-output", has_text="KERNEL_DONE").last
-            _, kernel_done, kernel_s = done_line.inner_text().split()
+            printed = dict(line.split(None, 1) for line in done_line.inner_text().splitlines()
+                           if line.startswith("KERNEL_"))
+            kernel_done, kernel_s = printed["KERNEL_DONE"].split()
+            kernel_gc = json.loads(printed["KERNEL_GC"])
             shown = page.wait_for_function(ALL_FINISHED, arg=args.tasks, timeout=60_000)
             view_done = float(shown.json_value())
+            cpu_after = cpu_by_group()
             data = page.evaluate(STOP)
             after = metrics(cdp)
             profile = cdp.send("Profiler.stop")["profile"] if args.profile else None
@@ -320,6 +400,9 @@ def main() -> None:
                 "behind_as_of": {f"as_of_{k}": v for k, v in lag_stats(
                     [[at, lag] for at, lag in data["behindAsOf"] if at - lag >= started],
                     run).items()},
+                "behind_as_of_parts": parts_stats(data["parts"], run),
+                # The kernel's full garbage collections during the run: [s into it, s long].
+                "kernel_full_gc": kernel_gc,
                 "behind_news": {f"news_{k}": v for k, v in lag_stats(
                     [[at, lag] for at, lag in data["behindNews"] if at - lag >= started],
                     run).items()},
@@ -337,6 +420,12 @@ def main() -> None:
                 "script_pct": round(100 * (after["ScriptDuration"]
                                            - before["ScriptDuration"]) / wall, 1),
                 "load_average_1m_after": os.getloadavg()[0],
+                "sched_autogroup": autogroup(),
+                # Of the machine's cores, from the run's start until the view caught up.
+                "cpu_share_pct_by_group": {
+                    k: round(100 * (cpu_after[k] - cpu_before.get(k, 0.0))
+                             / (view_done - started) / (os.cpu_count() or 1), 1)
+                    for k in sorted(cpu_after)},
                 "tasks": args.tasks, "cores": os.cpu_count(), "cluster_cpus": args.cpus,
                 "kernel_run_s": float(kernel_s),
                 "view_caught_up_ms_after_get_returned": round(
