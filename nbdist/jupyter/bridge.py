@@ -1,7 +1,7 @@
 """The kernel side of the panel's comm: target "nbdist", a snapshot on open, then deltas.
 
     nbdist.events ──batches──▶ Hub.on_events ──▶ Model (model.py)
-    sender thread, every INTERVAL_S (and the dispatcher thread, when a delta is due)
+    sender thread, every INTERVAL_S (half that once grouped; and the dispatcher thread)
         ──▶ Model.take_delta() ──comm_msg──▶ every open comm
     frontend: comm_open {"schema": N} ──▶ snapshot (or an error if N differs)
               {"type": "request_snapshot"} ──▶ snapshot
@@ -24,7 +24,8 @@ sender thread delivers what the event stream still holds, so the delta carries a
 the time that began (every record published before it is in it), and as ``news_since`` when
 the oldest news in it was published, at the earliest (docs/comm-protocol.md).
 
-Once the model is grouped, the hub stops following every task's records (it subscribes again
+Once the model is grouped (deltas then go every ``grouped_interval``, half of ``interval``:
+their size no longer grows with the run), the hub stops following every task's records (it subscribes again
 to the kinds the model still follows, so the others are not even built for it), and only the
 sender thread sends: before each delta it reads the engine's `events.summary()`, which folds
 everything published until then.
@@ -70,6 +71,9 @@ log = logging.getLogger(__name__)
 
 TARGET = "nbdist"
 INTERVAL_S = 0.1  # ~10 deltas a second (sooner only for BIG_DELTA before grouping)
+# Grouped, deltas go twice as often (~20 a second): each is bounded by the number of groups
+# (about a kilobyte), and the cadence was the larger part of how far the view was behind.
+GROUPED_SHARE = 0.5
 CHUNK = 500  # records applied per hold of the model lock (a few ms: a delta never waits long)
 BIG_DELTA = 400  # task and object records changed since the last delta: the next is due now
 BURST_TASKS = 200  # tasks submitted in one batch (every 50 ms): a burst
@@ -87,6 +91,7 @@ class Hub:
 
     def __init__(self, interval: float = INTERVAL_S) -> None:
         self.interval = interval
+        self.grouped_interval = interval * GROUPED_SHARE
         self._model_lock = threading.Lock()
         self._send_lock = threading.Lock()
         self._comms: list[Any] = []
@@ -248,8 +253,9 @@ class Hub:
         while True:
             # The next delta is due ``interval`` after the last one, whichever thread sent it:
             # the cadence does not stretch by the time a flush takes.
-            due = self._sent_at + self.interval - time.monotonic()
-            if self._stop.wait(min(self.interval, max(0.01, due))):
+            cadence = self._cadence()
+            due = self._sent_at + cadence - time.monotonic()
+            if self._stop.wait(min(cadence, max(0.01, due))):
                 return
             try:
                 # The event thread may have sent one meanwhile: then wait for the next.
@@ -262,7 +268,7 @@ class Hub:
         if not self._comms:
             return
         up = nbdist.is_initialized()
-        if not only_if_due or time.monotonic() - self._sent_at >= self.interval * 0.9:
+        if not only_if_due or time.monotonic() - self._sent_at >= self._cadence() * 0.9:
             # Everything published until now goes in (grouped, the records the model still
             # follows; the summary folds the rest): the delta is as of now, also when nothing
             # was published for a while, and the last records of a cluster that just went (a
@@ -274,6 +280,10 @@ class Hub:
         # what they learn goes into the next one.
         self._describe_nodes()
         self._poll_spilled()
+
+    def _cadence(self) -> float:
+        """Seconds between deltas: shorter once grouped (see ``GROUPED_SHARE``)."""
+        return self.grouped_interval if self._model.grouped else self.interval
 
     def _send_delta(self, wait: bool, cluster: bool | None, as_of: float = 0.0) -> None:
         """Take a delta and send it (``wait=False``: unless another thread is sending one);

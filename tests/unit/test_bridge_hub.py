@@ -83,6 +83,32 @@ def test_a_burst_past_the_grouping_threshold_goes_out_as_groups(
     assert first["totals"]["scheduled"] == 3000
 
 
+def test_grouped_deltas_come_at_the_shorter_grouped_cadence() -> None:
+    hub = bridge.Hub(interval=60.0)
+    assert hub.grouped_interval == 60.0 * bridge.GROUPED_SHARE < hub.interval
+    comm = RecordingComm()
+    hub._comms.append(comm)
+    now = time.time()
+    burst: list[events.Event] = [
+        events.TaskSubmitted(now, f"{i:018x}", "f", (), (f"{i + 1:018x}",), None)
+        for i in range(0, 6000, 2)]
+    folded = tally.Tally()
+    folded.fold(burst)
+    hub.summary = lambda: folded.snapshot(time.time())
+    hub.on_events(burst)
+    hub.flush()  # the switch to groups: a snapshot
+    assert len(comm.sent) == 1 and comm.sent[0]["grouped"]
+    folded.fold([events.TaskSubmitted(time.time(), f"{10_000:018x}", "g", (),
+                                      (f"{10_001:018x}",), None)])
+    hub.flush(only_if_due=True)  # one was just sent: not due
+    assert len(comm.sent) == 1
+    # Past the grouped cadence, though not past the ungrouped one: due.
+    hub._sent_at -= 0.6 * hub.interval
+    hub.flush(only_if_due=True)
+    assert len(comm.sent) == 2 and comm.sent[1]["type"] == "delta"
+    assert "g" in {g["name"] for g in comm.sent[1]["groups"].values()}
+
+
 def test_a_burst_below_the_threshold_is_held_briefly_then_sent(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(bridge, "BURST_HOLD_S", 0.05)
