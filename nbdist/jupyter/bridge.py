@@ -24,11 +24,12 @@ sender thread delivers what the event stream still holds, so the delta carries a
 the time that began (every record published before it is in it), and as ``news_since`` when
 the oldest news in it was published, at the earliest (docs/comm-protocol.md).
 
-Once the model is grouped (deltas then go every ``grouped_interval``, half of ``interval``:
-their size no longer grows with the run), the hub stops following every task's records (it subscribes again
+Once the model is grouped, the hub stops following every task's records (it subscribes again
 to the kinds the model still follows, so the others are not even built for it), and only the
 sender thread sends: before each delta it reads the engine's `events.summary()`, which folds
-everything published until then.
+everything published until then. Deltas then go every ``grouped_interval`` (half of
+``interval``): their size no longer grows with the run, and the cadence was the larger part of
+how far the view was behind the kernel.
 
 ``_model_lock`` guards the model; ``_send_lock`` guards the list of comms and orders messages,
 so a comm never receives a delta taken before the snapshot it was just sent (a later delta only
@@ -251,7 +252,7 @@ class Hub:
     # ------------------------------------------------------------ sender thread
     def _run(self) -> None:
         while True:
-            # The next delta is due ``interval`` after the last one, whichever thread sent it:
+            # The next delta is due a cadence after the last one, whichever thread sent it:
             # the cadence does not stretch by the time a flush takes.
             cadence = self._cadence()
             due = self._sent_at + cadence - time.monotonic()
