@@ -48,7 +48,7 @@ What runs: a notebook cell submits a three-stage DAG (``inc`` -> ``double`` -> `
 
 Prints one JSON object with the figures, the machine's core count and its load average (other
 processes on a 2-core machine take frames away from the browser), and the page's long tasks
-(over 100 ms) during the run. ``--profile FILE`` also samples the page's JavaScript during the
+(over 100 ms) during the run; then, on stderr, the issue's two goals against this run. ``--profile FILE`` also samples the page's JavaScript during the
 run (Chrome's CPU profiler: load FILE in the browser's Performance tab) and adds the functions
 with the most self time to the output.
 """
@@ -320,6 +320,20 @@ def cpu_by_group() -> dict[str, float]:
     return out
 
 
+def goals(result: dict[str, Any]) -> str:
+    """The issue's two figures against this run, in words (on stderr, after the JSON)."""
+    fps = result["run_interaction"]["fps_mean"] or 0.0
+    behind = result["behind_as_of"]
+    p95, median = behind["as_of_lag_ms_p95"], behind["as_of_lag_ms_median"]
+    over = len(behind["as_of_lag_over_250ms"])
+    renders = behind["as_of_renders_during_run"]
+    return (f"interaction {fps} fps: goal >= 30 {'met' if fps >= 30 else 'NOT met'}\n"
+            f"view behind the kernel (as of), median {median} ms, p95 {p95} ms, "
+            f"{over} of {renders} renders over 250 ms: goal at most ~250 ms "
+            + ("met at p95" if p95 <= 250 else
+               "met at the median, NOT at p95" if median <= 250 else "NOT met"))
+
+
 def autogroup() -> bool | None:
     """Whether the Linux scheduler shares the CPU between sessions first (None: unknown)."""
     try:
@@ -438,6 +452,7 @@ def main() -> None:
                 Path(args.profile).write_text(json.dumps(profile))
                 result["top_self_time_ms"] = top_functions(profile)
             print(json.dumps(result, indent=2))
+            print(goals(result), file=sys.stderr)
         finally:
             context.close()
     finally:
