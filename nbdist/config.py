@@ -44,6 +44,12 @@ class Config:
     # A driver calls an actor on its own node over a direct link to the actor's worker
     # (see nbdist/direct.py); off, every call goes through the node daemon.
     direct_actor_calls: bool = True
+    # Task workers run at this much lower CPU priority (nice), each in a session of its own
+    # where Linux shares the CPU between sessions first (autogroup): on a machine the run
+    # saturates, the notebook, the browser and the node daemon come first, and actors (often
+    # services others wait on) keep the node's priority (docs/architecture.md). With nothing
+    # else wanting the CPU it changes nothing. 0: task workers run as the node.
+    worker_nice: int = 5
     # Worker stdout/stderr is printed on the driver with a "(name pid=N)" prefix.
     log_to_driver: bool = True
     # In a cluster nodes can join (`nbdist start`), a task that no node has the resources for

@@ -8,6 +8,8 @@ Two mechanisms, because each covers a gap of the other:
 * A pipe from the parent: the child watches the read end; EOF means every holder of the write
   end is gone. Works everywhere, for grandchildren too, and is what the daemons select on.
 
+`lower_priority` lets workers yield the CPU to the notebook and browser (``worker_nice``).
+
 Stale shared-memory files (``nbdist-<pid>-...``) of daemons that died without cleaning up are
 removed by `sweep_stale_shm` when a new cluster starts.
 """
@@ -23,6 +25,27 @@ import sys
 import time
 
 PR_SET_PDEATHSIG = 1
+
+
+def lower_priority(nice: int) -> None:
+    """Run this process at a lower CPU priority: ``nice`` added to its nice value. Where Linux
+    shares the CPU between sessions first (autogroup, on most desktops), a nice value only
+    ranks a process against the others of its session, so the process also starts a session
+    of its own and gives that session the same nice value. Best effort: what the system does
+    not allow is left as it was. (For a forked worker: it must not lead a process group.)"""
+    if nice <= 0:
+        return
+    with contextlib.suppress(OSError):
+        os.nice(nice)
+    group = "/proc/self/autogroup"
+    if not os.path.exists(group):
+        return
+    try:
+        os.setsid()
+        with open(group, "w") as f:
+            f.write(str(nice))
+    except OSError:
+        return
 
 
 def die_with_parent(sig: int = signal.SIGKILL) -> None:

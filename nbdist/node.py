@@ -349,12 +349,12 @@ class NodeDaemon:
         else:
             log.warning("nbdist node: unknown message %r from node %d", op, index)
 
-    def spawn_worker(self) -> Worker | None:
+    def spawn_worker(self, actor: bool = False) -> Worker | None:
         parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         pid = os.fork()
         if pid == 0:  # the worker process
             parent_sock.close()
-            self._become_worker(child_sock)
+            self._become_worker(child_sock, 0 if actor else self.cfg.worker_nice)
         child_sock.close()
         worker = Worker(pid)
         peer = self.server.adopt(parent_sock)
@@ -370,7 +370,7 @@ class NodeDaemon:
             self.state._event(job, "worker_up", {"pid": pid})
         return worker
 
-    def _become_worker(self, sock: socket.socket) -> None:
+    def _become_worker(self, sock: socket.socket, nice: int) -> None:
         code = 1
         try:
             fd = sock.fileno()
@@ -379,6 +379,7 @@ class NodeDaemon:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.default_int_handler)
             lifetime.die_with_parent()
+            lifetime.lower_priority(nice)
             from . import worker
 
             info = self.welcome_info()

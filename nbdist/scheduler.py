@@ -426,7 +426,7 @@ class NodeState:
                 init = self._init_task(actor)
                 self._host_actor(actor, init, index)
                 continue
-            worker = self.io.spawn_worker()
+            worker = self.io.spawn_worker(actor=True)
             if worker is None:
                 break
             self.pending_actors.popleft()

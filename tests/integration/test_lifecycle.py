@@ -443,3 +443,41 @@ def test_the_event_history_keeps_as_many_records_as_configured(
         assert events.bus()._history.maxlen == 200_000
     finally:
         nbdist.shutdown()
+
+
+@pytest.mark.usefixtures("no_cluster")
+def test_workers_run_at_a_lower_priority_unless_told_not_to(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    def where() -> tuple[int, int, str]:
+        group = "/proc/self/autogroup"
+        text = open(group).read().strip() if os.path.exists(group) else ""
+        return os.nice(0), os.getsid(0), text
+
+    mine = os.nice(0)
+    monkeypatch.delenv("NBDIST_WORKER_NICE", raising=False)
+    nbdist.init(num_cpus=1)  # the default: 5
+    try:
+        probe = nbdist.remote(where)
+        nice, sid, group = nbdist.get(probe.remote())
+        node_sid = os.getsid(nbdist.api._cluster.node_pid)
+
+        @nbdist.remote
+        class Service:
+            def where(self) -> tuple[int, int, str]:
+                return where()
+
+        actor = nbdist.get(Service.remote().where.remote())  # type: ignore[attr-defined]
+    finally:
+        nbdist.shutdown()
+    assert nice == min(19, mine + 5)
+    if group:  # Linux with autogroup: a session of its own, at that nice value
+        assert sid != node_sid and group.endswith("nice 5"), (sid, node_sid, group)
+    assert actor[:2] == (mine, node_sid)  # an actor keeps the node's priority
+    monkeypatch.setenv("NBDIST_WORKER_NICE", "0")
+    nbdist.init(num_cpus=1)  # turned off: as the node
+    try:
+        nice, sid, _ = nbdist.get(nbdist.remote(where).remote())
+        node_sid = os.getsid(nbdist.api._cluster.node_pid)
+    finally:
+        nbdist.shutdown()
+    assert (nice, sid) == (mine, node_sid)

@@ -29,7 +29,7 @@ class RecordingIO:
     def send(self, client: Client, msg: tuple) -> None:
         self.sent.append((client, msg))
 
-    def spawn_worker(self) -> Worker:
+    def spawn_worker(self, actor: bool = False) -> Worker:
         self.next_pid += 1
         worker = Worker(self.next_pid)
         worker.client = Client(None, P.KIND_WORKER, self.next_pid, self.next_pid, 0)
