@@ -38,12 +38,12 @@ def lower_priority(nice: int) -> None:
     with contextlib.suppress(OSError):
         os.nice(nice)
     group = "/proc/self/autogroup"
-    if not os.path.exists(group):
-        return
+    if not os.access(group, os.W_OK):
+        return  # no autogroup, or not ours to set: a session of its own would only add weight
     try:
         os.setsid()
         with open(group, "w") as f:
-            f.write(str(nice))
+            f.write(str(min(nice, 19)))
     except OSError:
         return
 
