@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: lab test lint typecheck unit integration bench clean labextension ts-test
+.PHONY: lab test versions lint typecheck unit integration bench clean labextension ts-test
 
 $(STAMP): pyproject.toml nbdist/labextension/package.json
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -52,7 +52,14 @@ lint: $(STAMP)
 	$(BIN)/ruff check nbdist tests
 	$(BIN)/mypy
 
-test: lint ts-test labextension
+# What pip resolved this time: a new release of a dependency shows here before it shows as a
+# failing test.
+versions: $(STAMP)
+	@$(BIN)/python -m pip list --format=freeze 2>/dev/null | grep -iE \
+		'^(cloudpickle|numpy|pyarrow|ipykernel|ipywidgets|jupyterlab|jupyter_server|bokeh|ray|playwright|jupyter_client|nbclient|pytest|mypy|ruff)==' \
+		| tr '\n' ' '; echo
+
+test: versions lint ts-test labextension
 	$(BIN)/python -m pytest tests $(PYTEST_ARGS)
 
 unit: $(STAMP)

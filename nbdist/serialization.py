@@ -23,10 +23,13 @@ cluster keeps them alive as long as the value that contains them.
 from __future__ import annotations
 
 import io
+import marshal
 import pickle
 import struct
 import threading
 import traceback
+import types
+from collections import ChainMap
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -42,6 +45,34 @@ TAG_PICKLE = 0x50  # "P"
 TAG_BUFFERS = 0x42  # "B"
 TAG_ERROR = 0x45  # "E"
 TAG_SYSTEM = 0x53  # "S"
+
+
+def _load_code(data: bytes) -> types.CodeType:
+    code = marshal.loads(data)
+    assert isinstance(code, types.CodeType)
+    return code
+
+
+def _reduce_code(code: types.CodeType) -> tuple[Any, tuple[bytes]]:
+    # Code objects travel as marshal data, which keeps ``co_filename``: remote tracebacks then
+    # name the user's file or notebook cell and its lines. (cloudpickle 3.1.3 and later write
+    # "<dynamic-code>" there.) marshal is tied to the Python version, as bytecode already is.
+    return _load_code, (marshal.dumps(code),)
+
+
+class _Pickler(cloudpickle.Pickler):
+    """cloudpickle's pickler, with code objects that keep the file they came from."""
+
+    dispatch_table = ChainMap({types.CodeType: _reduce_code},  # type: ignore[assignment]
+                              cloudpickle.Pickler.dispatch_table)
+
+
+def pickle_dumps(value: Any, buffer_callback: Callable[[pickle.PickleBuffer], Any] | None = None
+                 ) -> bytes:
+    """``cloudpickle.dumps`` at protocol 5, keeping the file names of functions' code."""
+    with io.BytesIO() as file:
+        _Pickler(file, protocol=5, buffer_callback=buffer_callback).dump(value)
+        return file.getvalue()
 
 
 class SerializationContext(threading.local):
@@ -91,7 +122,7 @@ def dumps(value: Any) -> tuple[list[Any], int, tuple[int, ...]]:
     outer = context.contained
     context.contained = []
     try:
-        data = cloudpickle.dumps(value, protocol=5, buffer_callback=buffers.append)
+        data = pickle_dumps(value, buffer_callback=buffers.append)
         contained = tuple(context.contained)
     finally:
         context.contained = outer
@@ -179,7 +210,7 @@ def error_blob(name: str, exc: BaseException, pid: int, task_id: str, skip: Call
         cause = exc
     cause_bytes: bytes | None
     try:
-        cause_bytes = cloudpickle.dumps(cause, protocol=5)
+        cause_bytes = pickle_dumps(cause)
         pickle.loads(cause_bytes)
     except Exception:
         cause_bytes = None

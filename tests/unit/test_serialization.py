@@ -102,3 +102,57 @@ def test_dual_task_error_pickles() -> None:
     assert isinstance(err, KeyError)
     again = pickle.loads(pickle.dumps(err))
     assert isinstance(again, KeyError) and isinstance(again, exceptions.TaskError)
+
+
+# The traceback contract: a function shipped to a worker keeps the file (or notebook cell) it was
+# defined in, so a remote traceback names it and its lines. cloudpickle's own behaviour here has
+# changed between releases (3.1.3 writes "<dynamic-code>"), hence the version in the messages.
+_CELL = "/tmp/ipykernel_4242/123456789.py"
+_SOURCE = """
+def outer(x):
+    inner = lambda y: y / 0
+    return inner(x)
+"""
+
+_CHILD = """
+import sys, traceback
+from nbdist import serialization
+fn = serialization.loads(sys.stdin.buffer.read())
+try:
+    fn(1)
+except ZeroDivisionError as exc:
+    for frame in traceback.extract_tb(exc.__traceback__)[1:]:
+        print(frame.filename, frame.lineno, frame.name)
+"""
+
+
+def _shipped_function() -> object:
+    namespace: dict[str, object] = {"__name__": "__main__"}
+    exec(compile(_SOURCE, _CELL, "exec"), namespace)
+    return namespace["outer"]
+
+
+def test_shipped_code_keeps_its_file_name_and_lines_in_a_child_process() -> None:
+    import subprocess
+    import sys
+
+    import cloudpickle
+
+    blob = _blob(_shipped_function())
+    child = subprocess.run([sys.executable, "-c", _CHILD], input=blob, capture_output=True,
+                           timeout=60, check=True)
+    frames = child.stdout.decode().split("\n")
+    where = f"(cloudpickle {cloudpickle.__version__})"
+    assert frames[0] == f"{_CELL} 4 outer", f"outer frame lost its file or line {where}: {frames}"
+    assert frames[1] == f"{_CELL} 3 <lambda>", f"nested code lost its file {where}: {frames}"
+
+
+def test_error_causes_pickle_with_code_that_keeps_its_file() -> None:
+    import cloudpickle
+
+    fn = _shipped_function()
+    restored = pickle.loads(serialization.pickle_dumps(fn))
+    assert restored.__code__.co_filename == _CELL, (
+        f"cloudpickle {cloudpickle.__version__} renamed the code's file")
+    with pytest.raises(ZeroDivisionError):
+        restored(1)
