@@ -63,7 +63,7 @@ def _reduce_code(code: types.CodeType) -> tuple[Any, tuple[bytes]]:
 class _Pickler(cloudpickle.Pickler):
     """cloudpickle's pickler, with code objects that keep the file they came from."""
 
-    dispatch_table = ChainMap({types.CodeType: _reduce_code},  # type: ignore[assignment]
+    dispatch_table = ChainMap({types.CodeType: _reduce_code},
                               cloudpickle.Pickler.dispatch_table)
 
 
