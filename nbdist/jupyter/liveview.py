@@ -25,8 +25,9 @@ changed). The bokeh figures are rebuilt and re-sent only when their data changed
 called, when the "Stop updates" button is pressed, or when the frontend closes the widget; it
 unsubscribes from the event stream as it goes. Nothing is left running.
 
-BokehJS is loaded into the page by ``show()`` (bokeh's notebook loader); each figure is an HTML
-fragment (div and script, ``bokeh.embed.components``) in an ipywidgets.Output.
+BokehJS is loaded into the page, from the installed bokeh package, before the view is displayed
+(``plots.load_bokeh``: once per frontend connection, no CDN); each figure is an HTML fragment
+(div and script, ``bokeh.embed.components``) in an ipywidgets.Output.
 """
 
 from __future__ import annotations
@@ -332,6 +333,7 @@ class LiveView:
         count = getattr(ip, "execution_count", None)
         if count is not None and count == self._displayed_in:
             return  # show() displayed it in this very cell already
+        plots.load_bokeh()
         display(self.widget)
 
     def __repr__(self) -> str:

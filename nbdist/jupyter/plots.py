@@ -32,6 +32,9 @@ MAX_BARS = 5_000
 
 Columns = dict[str, list[Any]]
 
+# Frontend connections (`_frontend_session`) whose page has BokehJS (`load_bokeh`).
+_loaded_sessions: set[str] = set()
+
 
 def _short(node_id: str) -> str:
     return node_id[-6:] if len(node_id) > 6 else node_id
@@ -188,11 +191,36 @@ def html_of(fig: Any) -> str:
     return f"{div}\n{script}"
 
 
-def load_bokeh() -> None:
-    """Load BokehJS into the page of the current cell (bokeh's own notebook loader)."""
-    from bokeh.io import output_notebook
+def _frontend_session() -> str | None:
+    """The session id of the frontend connection that sent the current cell (a page reload or
+    another notebook attached to this kernel gets a new one); None outside a kernel."""
+    from IPython import get_ipython
 
-    output_notebook(hide_banner=True)
+    kernel = getattr(get_ipython(), "kernel", None)
+    if kernel is None:
+        return None
+    header = (kernel.get_parent() or {}).get("header") or {}
+    return header.get("session") or None
+
+
+def load_bokeh() -> None:
+    """Load BokehJS into the page of the current cell, from the installed bokeh package.
+
+    The code travels inline in the output, so the page never reaches bokeh's CDN (many notebook
+    users are offline or behind a proxy). It weighs over a megabyte, so it is sent once per
+    frontend connection: again after a page reload (a new connection) or a kernel restart (this
+    module's memory is gone), not with every figure. Only the core bundle is sent: the figures
+    here use no widgets, tables, WebGL or MathJax.
+    """
+    from bokeh.io import output_notebook
+    from bokeh.resources import INLINE
+
+    session = _frontend_session()
+    if session is not None and session in _loaded_sessions:
+        return
+    output_notebook(resources=INLINE.clone(components=["bokeh"]), hide_banner=True)
+    if session is not None:
+        _loaded_sessions.add(session)
 
 
 def show_timeline(runs: Sequence[Execution], total: int | None = None) -> None:
