@@ -78,8 +78,8 @@ class NodeDaemon:
         self.state = NodeState(self, resources, list(range(int(args.num_gpus or 0))),
                                int(args.num_cpus), cfg.max_extra_workers, cfg.object_store_memory)
         if args.head.startswith("tcp:"):  # other nodes can join: see NodeState.parked
-            self.state.infeasible_wait = cfg.infeasible_wait_s
-        self.state.spill_limit = cfg.spill_max_bytes
+            self.state.placement.infeasible_wait = cfg.infeasible_wait_s
+        self.state.objects.spill_limit = cfg.spill_max_bytes
         self.next_local = 1
         self.worker_peers: dict[int, Worker] = {}
         self.head: transport.Peer | None = None
@@ -187,6 +187,8 @@ class NodeDaemon:
         return os.path.join(self.shm_dir, P.shm_name(self.node_pid, oid))
 
     # ---------------------------------------------------------------- spilling (NodeIO)
+    # The file I/O only: which objects go to disk, and when, is the object table's policy
+    # (`scheduler.objects.ObjectTable.make_room`).
     def spill(self, oid: int, size: int) -> str | None:
         if not self.spill_dir:
             self.spill_dir = os.path.join(self.cfg.spill_dir or tempfile.gettempdir(),
@@ -240,7 +242,7 @@ class NodeDaemon:
         sent = self.sent_fns.setdefault(index, set())
         fn = None
         if fid and fid not in sent:
-            fn = self.state.fns.get(fid)
+            fn = self.state.tasks.fns.get(fid)
             sent.add(fid)
         self.to_node(index, (P.FORWARD, spec, fn, [self._value(loc, index) for loc in dep_locs]))
 
@@ -343,7 +345,7 @@ class NodeDaemon:
         elif op == P.ACTOR_EVENT:
             st.hosted_actor_event(index, msg[1], msg[2], msg[3])
         elif op == P.RELAY:
-            target = st.jobs.get(msg[1])
+            target = st.notices.jobs.get(msg[1])
             if target is not None:
                 self.server.send(target.peer, msg[2])
         else:
@@ -366,8 +368,9 @@ class NodeDaemon:
         client.worker = worker
         worker.client = client
         self.state.worker_started(worker)
-        for job in self.state.jobs:
-            self.state._event(job, "worker_up", {"pid": pid})
+        notices = self.state.notices
+        for job in list(notices.jobs):
+            notices.event(job, "worker_up", {"pid": pid})
         return worker
 
     def _become_worker(self, sock: socket.socket, nice: int) -> None:
@@ -426,12 +429,12 @@ class NodeDaemon:
             "node_index": self.node_index,
             "shm_dir": self.shm_dir,
             "config": self.cfg.to_dict(),
-            "resources": dict(self.state.total),
+            "resources": dict(self.state.placement.total),
             "address": self.address,
             "local_address": self.local_address,
             "hostname": socket.gethostname(),
             "boot_id": lifetime.boot_id(),
-            "workers": [w.pid for w in self.state.workers.values()],
+            "workers": [w.pid for w in self.state.workers.workers.values()],
         }
 
     def on_messages(self, peer: transport.Peer, msgs: list[Any]) -> None:
@@ -518,7 +521,7 @@ class NodeDaemon:
     def _stdout(self, client: Client, msg: tuple) -> None:
         _, task_id, stream, text = msg
         name, job = self.state.task_name(task_id)
-        target = self.state.jobs.get(job)
+        target = self.state.notices.jobs.get(job)
         msg = (P.LOG, task_id, name, client.pid, stream, text)
         if target is not None:
             self.server.send(target.peer, msg)
@@ -534,8 +537,7 @@ class NodeDaemon:
                                            f"ObjectStoreFullError: {error}"))
             return
         if op == "spilled":  # which objects are on disk now (for the panel), at most 10,000
-            spilled = [f"{oid:018x}" for oid, obj in self.state.objects.items()
-                       if obj.spilled is not None][:10_000]
+            spilled = [f"{oid:018x}" for oid in self.state.objects.spilled_ids(10_000)]
             self.server.send(client.peer, (P.CONTROL_REPLY, req_id, True, spilled))
             return
         if op == "node_info":
@@ -614,15 +616,15 @@ class NodeDaemon:
 
     def on_iteration(self) -> None:
         st = self.state
-        if st.need_dispatch:
+        if st.placement.need_dispatch:
             st.dispatch()
-        if st.parked and not self._parked_timer:
+        if st.placement.parked and not self._parked_timer:
             self._parked_timer = True
             self.server.call_later(0.25, self._expire_parked)
         if st.has_notices() and not self._notice_timer:
             self._notice_timer = True
             self.server.call_later(NOTICE_S, self._flush_notices)
-        if not self.res_dirty and (st.store_used, len(st.objects), len(st.tasks)) != self._reported:
+        if not self.res_dirty and (st.objects.store_used, len(st.objects), len(st.tasks)) != self._reported:
             self.res_dirty = True  # the store or the task count changed: report it too
         if self.res_dirty and self.head is not None and not self._update_timer:
             self._update_timer = True
@@ -646,7 +648,7 @@ class NodeDaemon:
         if self.head is not None and self.res_dirty:
             self.res_dirty = False
             st = self.state
-            self._reported = (st.store_used, len(st.objects), len(st.tasks))
+            self._reported = (st.objects.store_used, len(st.objects), len(st.tasks))
             self.server.send(self.head, (P.NODE_UPDATE, st.snapshot()))
 
     # ---------------------------------------------------------------- lifecycle
@@ -702,7 +704,7 @@ class NodeDaemon:
             self.server.stop()
 
     def shutdown(self) -> None:
-        for worker in list(self.state.workers.values()):
+        for worker in list(self.state.workers.workers.values()):
             try:
                 os.kill(worker.pid, signal.SIGKILL)
             except ProcessLookupError:

@@ -6,7 +6,9 @@ straight from the pickle buffers (one copy: user memory -> shared memory); a rea
 file read-only, so out-of-band buffers deserialize as zero-copy read-only views. The node
 daemon that owns the object unlinks the file when no reference remains; mappings that readers
 still hold stay valid until they drop them (POSIX unlink semantics), so freeing is never unsafe.
-Capacity accounting and eviction live in the node daemon; this module only moves bytes.
+Capacity accounting and the eviction and spill policy live in the node's object table
+(`nbdist.scheduler.objects`), the spill files' I/O in the node daemon (`nbdist.node`); this
+module only moves bytes.
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ from nbdist.scheduler import Client, NodeState, Worker
 
 
 class RecordingIO:
-    """NodeIO that records what the scheduler asks for; workers are plain records."""
+    """NodeIO that records what the scheduler asks for; workers are plain records, other nodes
+    a list of messages, the disk a set of spilled ids."""
 
     node_id = "n1"
     node_pid = 99
@@ -24,6 +25,11 @@ class RecordingIO:
         self.unlinked: list[int] = []
         self.head: list[tuple[str, Any]] = []
         self.next_pid = 1000
+        self.forwarded: list[tuple[int, tuple, list]] = []
+        self.node_msgs: list[tuple[int, tuple]] = []
+        self.on_disk: set[int] = set()
+        self.disk_full = False
+        self.disk_lost = False
         self.state: NodeState | None = None
 
     def send(self, client: Client, msg: tuple) -> None:
@@ -53,6 +59,25 @@ class RecordingIO:
     def resources_changed(self) -> None:
         pass
 
+    def forward(self, index: int, spec: tuple, dep_locs: list) -> None:
+        self.forwarded.append((index, spec, dep_locs))
+
+    def to_node(self, index: int, msg: tuple) -> None:
+        self.node_msgs.append((index, msg))
+
+    def spill(self, oid: int, size: int) -> str | None:
+        if self.disk_full:
+            return None
+        self.on_disk.add(oid)
+        return f"/spill/{oid:x}"
+
+    def restore(self, oid: int, path: str) -> bool:
+        self.on_disk.discard(oid)
+        return not self.disk_lost
+
+    def remove_spill(self, path: str) -> None:
+        self.on_disk.discard(int(path.rsplit("/", 1)[1], 16))
+
     def execs(self) -> list[tuple[Worker, tuple]]:
         return [(c.worker, m[1]) for c, m in self.sent if m[0] == P.EXEC and c.worker]
 
@@ -62,9 +87,10 @@ class RecordingIO:
         return out
 
 
-def make(cpus: int = 2, **res: float) -> tuple[NodeState, RecordingIO, Client]:
+def make(cpus: int = 2, capacity: int = 1 << 30, **res: float
+         ) -> tuple[NodeState, RecordingIO, Client]:
     io = RecordingIO()
-    state = NodeState(io, {"CPU": float(cpus), **res}, [], cpus, 4, 1 << 30)
+    state = NodeState(io, {"CPU": float(cpus), **res}, [], cpus, 4, capacity)
     io.state = state
     driver = Client(None, P.KIND_DRIVER, 1, 1, 1)
     state.client_joined(driver)
@@ -164,10 +190,10 @@ def test_failed_dependency_fails_dependents_without_running() -> None:
 def test_object_freed_when_last_holder_releases() -> None:
     state, io, driver = make()
     state.put(driver, 50, None, 4096, ())
-    assert state.store_used == 4096
+    assert state.objects.store_used == 4096
     state.refs(driver, [(-1, 50)])
     assert 50 not in state.objects and io.unlinked == [50]
-    assert state.store_used == 0
+    assert state.objects.store_used == 0
 
 
 def test_contained_refs_live_as_long_as_their_container() -> None:
@@ -206,7 +232,7 @@ def test_worker_death_retries_then_fails() -> None:
     err = serialization.error_from_blob(done[0][1][3][0][1])
     assert isinstance(err, exceptions.WorkerCrashedError)
     assert "SIGKILL" in str(err)
-    assert state.avail["CPU"] == 1.0
+    assert state.placement.avail["CPU"] == 1.0
 
 
 def test_blocked_worker_lends_its_cpu() -> None:
@@ -219,7 +245,7 @@ def test_blocked_worker_lends_its_cpu() -> None:
     run_turn(state)
     assert len(io.execs()) == 2
     state.unblocked(io.execs()[0][0])
-    assert state.avail["CPU"] == -1.0
+    assert state.placement.avail["CPU"] == -1.0
 
 
 def test_cancel_queued_task_never_runs() -> None:

@@ -1,20 +1,26 @@
-"""What `nbdist.scheduler.NodeState` keeps: its clients, workers, tasks, objects and actors,
-and the NodeIO interface it drives (layer L1)."""
+"""What the scheduler keeps: its clients, workers, tasks, objects and actors, and the NodeIO
+interface it drives (layer L1). Plain records with ``__slots__``; the collaborators of
+`nbdist.scheduler` own them (see each field's owner there). State changes of workers and
+actors go through ``to()``, checked against `states`.
+"""
 
 from __future__ import annotations
 
 import collections
 import time
+from collections.abc import Mapping
 from typing import Any, Protocol
 
-from . import protocol as P
+from .. import protocol as P
+from .states import ACTOR_MOVES, WORKER_MOVES, ActorState, IllegalTransition, WorkerState
 
 PENDING, READY = 0, 1
 CPU_ONLY = (("CPU", 1.0),)
+Shape = tuple[tuple[str, float], ...]
 
 
 class Client:
-    """A connected process (driver or worker) as the scheduler sees it."""
+    """A connected process (driver, worker or peer node) as the scheduler sees it."""
 
     __slots__ = ("peer", "kind", "client_no", "pid", "holds", "worker", "job", "node_index",
                  "reserved")
@@ -37,12 +43,17 @@ class Worker:
     def __init__(self, pid: int) -> None:
         self.pid = pid
         self.client: Client | None = None
-        self.state = "idle"  # idle | busy | actor | dead
+        self.state: WorkerState = "idle"
         self.task: Task | None = None
         self.actor: Actor | None = None
         self.fns: set[int] = set()
         self.blocked = False
         self.idle_since = time.monotonic()
+
+    def to(self, new: WorkerState) -> None:
+        if new not in WORKER_MOVES[self.state]:
+            raise IllegalTransition("worker", self.pid, self.state, new)
+        self.state = new
 
 
 class Task:
@@ -59,13 +70,13 @@ class Task:
         self.missing = 0
         self.retries_left: int = spec[P.S_MAX_RETRIES]
         self.worker: Worker | None = None
-        self.held: tuple[tuple[str, float], ...] = ()
+        self.held: Shape = ()
         self.gpus: list[int] = []
         self.cancelled = False
         self.finished = False
         self.attempt = 0
         res = spec[P.S_RESOURCES]
-        self.shape: tuple[tuple[str, float], ...] = CPU_ONLY if res is None else res
+        self.shape: Shape = CPU_ONLY if res is None else res
         self.ready = False
         self.dispatched_at = 0.0
         self.remote = 0  # index of the node running it for us (0: here)
@@ -75,13 +86,28 @@ class Task:
     def return_ids(self) -> range:
         return range(self.id + 1, self.id + 1 + self.spec[P.S_NRET])
 
+    @property
+    def placement_shape(self) -> Shape:
+        """What placing it needs: an actor's constructor asks for the actor's resources, a
+        method call for none beyond them (the actor holds them)."""
+        return self.shape if not self.spec[P.S_ACTOR] else (self.spec[P.S_RESOURCES] or ())
+
+
+def producer_of(tasks: Mapping[int, Task], oid: int) -> Task | None:
+    """The unfinished task returning ``oid`` (return ids follow their task's id)."""
+    for k in range(1, 257):
+        task = tasks.get(oid - k)
+        if task is not None:
+            return task if oid in task.return_ids else None
+    return None
+
 
 class Obj:
     __slots__ = ("state", "blob", "shm_size", "count", "subscribers", "waiting", "contained",
                  "error", "owner_job", "spilled", "used")
 
     def __init__(self) -> None:
-        self.state = PENDING
+        self.state = PENDING  # PENDING until its value (or error) is stored, then READY
         self.blob: bytes | None = None
         self.shm_size = 0
         self.count = 0
@@ -103,7 +129,7 @@ class Actor:
         extra = spec[P.S_EXTRA] or {}
         self.id: int = spec[P.S_ACTOR]
         self.spec = spec
-        self.state = "pending"  # pending | alive | restarting | dead
+        self.state: ActorState = "pending"
         self.worker: Worker | None = None
         self.queue: collections.deque[Task] = collections.deque()
         self.inflight: dict[int, Task] = {}
@@ -115,7 +141,7 @@ class Actor:
         self.init_error: bytes | None = None
         self.name: str | None = extra.get("name")
         self.namespace: str = extra.get("namespace") or ""
-        self.held: tuple[tuple[str, float], ...] = ()
+        self.held: Shape = ()
         self.gpus: list[int] = []
         self.job = job
         # The node whose process runs it, when that is another node: for the owner's record
@@ -123,26 +149,18 @@ class Actor:
         self.remote = 0
         self.host_for = 0  # runs here for its owner, node `host_for`
 
+    def to(self, new: ActorState) -> None:
+        if new not in ACTOR_MOVES[self.state]:
+            raise IllegalTransition("actor", self.id, self.state, new)
+        self.state = new
+
     @classmethod
     def stand_in(cls, actor_id: int, index: int) -> Actor:
         """Routes calls to an actor owned by node ``index``, in the order they were made."""
-        actor = cls.__new__(cls)
-        actor.id = actor_id
+        actor = cls((0, 0, "", b"", (), 0, None, 0, False, actor_id, None, 0, (), 0, None), 0)
         actor.spec = ()
         actor.state = "remote"
-        actor.worker = None
-        actor.queue = collections.deque()
-        actor.inflight = {}
-        actor.restarts_left = actor.restarts = actor.count = 0
-        actor.detached = actor.killed = False
-        actor.init_error = None
-        actor.name = None
-        actor.namespace = ""
-        actor.held = ()
-        actor.gpus = []
-        actor.job = 0
         actor.remote = index
-        actor.host_for = 0
         return actor
 
 
@@ -168,4 +186,6 @@ class _NullClientType(Client):
     pass
 
 
-_NullClient = _NullClientType(None, "none", 0, 0, 0)
+NULL_CLIENT = _NullClientType(None, "none", 0, 0, 0)
+"""The owner of an actor's constructor record when its driver is gone: messages to it go
+nowhere (`NodeIO.send` skips a client without a peer)."""

@@ -1,0 +1,514 @@
+"""The node state: wires the scheduler's collaborators and handles the daemon's messages
+(layer L1). See the package docstring for the design.
+
+``NodeState`` owns no table of its own: it builds `Notices`, `ObjectTable`, `TaskTable`,
+`Placement`, `WorkerPool` and `ActorTable`, hands each the others' operations it needs, and
+turns each message the daemon receives into calls on them. What belongs to no single
+collaborator lives here: a task's path from submission to its end (arguments ready -> placed
+here, forwarded, parked or failed -> queued -> given a worker -> result), dispatch, a worker
+or a node lost, cancel. For speed the per-task path reads the object and task dicts directly
+(``_objs``, ``_tasks``: the same dicts their tables own).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from .. import protocol as P
+from ..exceptions import ActorDiedError, TaskCancelledError, WorkerCrashedError
+from ..serialization import system_error_blob
+from .actors import ActorTable
+from .notices import Notices
+from .objects import ObjectTable
+from .placement import Placement
+from .records import READY, Client, NodeIO, Obj, Shape, Task, Worker
+from .tasks import TaskTable
+from .workers import WorkerPool, exit_text
+
+
+class NodeState:
+    def __init__(self, io: NodeIO, resources: dict[str, float], gpu_ids: list[int],
+                 num_cpus: int, max_extra_workers: int, capacity: int) -> None:
+        self.io = io
+        self.node_index: int = getattr(io, "node_index", 1)
+        self.notices = Notices(io, self.node_index)
+        self.objects = ObjectTable(io, self.node_index, capacity, self.notices,
+                                   deps_ready=self._deps_ready, producer=self._producer,
+                                   actor_ref=self._actor_ref)
+        self.tasks = TaskTable(io, self.objects, self.notices)
+        self.placement = Placement(io, self.node_index, resources, gpu_ids, self.objects.loc)
+        self.workers = WorkerPool(io, num_cpus, max_extra_workers)
+        self.actors = ActorTable(io, self.node_index, self.tasks, self.placement, self.notices,
+                                 place=self._deps_ready)
+        self._objs = self.objects.by_id
+        self._tasks = self.tasks.by_id
+
+    def _producer(self, oid: int) -> Task | None:
+        return self.tasks.producer(oid)
+
+    def _actor_ref(self, oid: int, delta: int) -> bool:
+        return self.actors.handle_ref(oid, delta)
+
+    # ---------------------------------------------------------------- clients
+    def client_joined(self, client: Client) -> None:
+        if client.kind == P.KIND_DRIVER:
+            self.notices.jobs[client.client_no] = client
+
+    def client_left(self, client: Client) -> None:
+        self.objects.release_grants(client)
+        if client.kind == P.KIND_DRIVER:
+            self.notices.jobs.pop(client.client_no, None)
+            self.actors.driver_left(client.client_no)
+        holds = client.holds
+        client.holds = set()
+        for oid in holds:
+            self.objects.decref(oid)
+
+    def refs(self, client: Client, ops: Iterable[tuple[int, int]]) -> None:
+        self.objects.refs(client, ops)
+
+    # ---------------------------------------------------------------- objects
+    def put(self, client: Client, oid: int, blob: bytes | None, shm_size: int,
+            contained: tuple[int, ...]) -> None:
+        self.objects.put(client, oid, blob, shm_size, contained)
+
+    def get_request(self, client: Client, oids: Iterable[int]) -> None:
+        self.objects.get_request(client, oids)
+
+    def reserve(self, client: Client, oid: int, size: int) -> str | None:
+        return self.objects.reserve(client, oid, size)
+
+    def direct_result(self, client: Client, task_id: int, job: int, locs: list,
+                      t0: float, t1: float) -> None:
+        """A driver's direct call (see `nbdist.direct`; never submitted here) ended on the
+        worker of ``client`` with results this node must hold (in shared memory, or holding
+        refs): store them for that driver and tell it, as for a call that ran through here."""
+        owner = self.notices.jobs.get(job)
+        self.objects.store_direct(client, owner, job, locs)
+        if owner is not None:
+            self.io.send(owner, (P.DONE, task_id, True, locs, t0, t1, client.pid))
+
+    # ---------------------------------------------------------------- tasks
+    def register_fn(self, fid: int, data: bytes) -> None:
+        self.tasks.fns[fid] = data
+
+    def submit(self, client: Client, spec: tuple, forwarded: bool = False) -> None:
+        task = Task(spec, client)
+        task.no_forward = forwarded
+        self._tasks[task.id] = task
+        job = spec[P.S_JOB]
+        objs = self._objs
+        holds = client.holds
+        for rid in task.return_ids:
+            obj = objs.get(rid)
+            if obj is None:
+                obj = objs[rid] = Obj()
+            obj.owner_job = job
+            if rid not in holds:  # (a resubmitted direct call's may be held already)
+                holds.add(rid)
+                obj.count += 1
+        self.tasks.pin(spec)
+        actor_id = spec[P.S_ACTOR]
+        if actor_id:
+            if spec[P.S_METHOD] == P.ACTOR_INIT:
+                self.actors.create(spec, client, forwarded)
+            elif not self.actors.route_call(task, forwarded):
+                return
+        if client.kind == P.KIND_WORKER:
+            self.notices.event(job, "task_submitted", {
+                "task_id": task.id, "name": spec[P.S_NAME], "deps": spec[P.S_DEPS],
+                "nret": spec[P.S_NRET], "parent": spec[P.S_PARENT], "actor": actor_id})
+        missing = 0
+        for dep in spec[P.S_DEPS]:
+            obj = objs[dep]
+            if obj.state != READY:
+                obj.waiting.append(task)
+                missing += 1
+                self.objects.fetch_if_foreign(dep)
+        task.missing = missing
+        if missing == 0:
+            self._deps_ready(task)
+
+    def _deps_ready(self, task: Task) -> None:
+        """Every argument of ``task`` is here: fail it (an argument failed), place it
+        elsewhere, park or fail it (this node cannot run it), or queue it."""
+        if task.finished:
+            return
+        spec = task.spec
+        objs = self._objs
+        for dep in spec[P.S_DEPS]:
+            obj = objs[dep]
+            if obj.error:
+                assert obj.blob is not None
+                self.tasks.finish_error(task, obj.blob)
+                return
+        method = spec[P.S_METHOD]
+        placement = self.placement
+        if method is None or method == P.ACTOR_INIT:
+            shape = task.placement_shape
+            if not placement.feasible(shape):
+                self._not_here(task, shape)
+                return
+            if placement.parked:
+                placement.parked.pop(task.id, None)
+        task.ready = True
+        actor_id = spec[P.S_ACTOR]
+        if not actor_id:
+            placement.enqueue(task)
+        elif method == P.ACTOR_INIT:
+            placement.queue_actor(self.actors.by_id[actor_id])
+        else:
+            self.actors.pump(self.actors.by_id[actor_id])
+
+    def _not_here(self, task: Task, shape: Shape) -> None:
+        """This node has not the resources ``task`` (a task or actor constructor) needs."""
+        placement = self.placement
+        if not task.no_forward:
+            index = placement.remote_for(shape, need_free=False)
+            if index:
+                placement.parked.pop(task.id, None)
+                if task.spec[P.S_METHOD] is None:
+                    placement.forward(task, index)
+                else:
+                    self.actors.host(self.actors.by_id[task.spec[P.S_ACTOR]], task, index)
+                return
+            if placement.park(task):  # nodes can join this cluster: wait for one with it
+                return
+        self._infeasible(task, shape)
+
+    def _infeasible(self, task: Task, shape: tuple[tuple[str, float], ...]) -> None:
+        need = ", ".join(_amount(n, a) for n, a in shape)
+        have = ", ".join(_amount(n, a) for n, a in sorted(self.placement.total.items())
+                         if not n.startswith("node:"))
+        where = ("the cluster has only" if not self.placement.remote
+                 else "no node has it; this one has")
+        self.tasks.finish_error(task, system_error_blob(ValueError(
+            f"{task.spec[P.S_NAME]!r} needs {{{need}}} but {where} {{{have}}}. Ask for fewer "
+            "resources, or start the cluster with more (init(num_cpus=..., num_gpus=..., "
+            "resources={...}), or a node with them: nbdist start --address ...).")))
+        actor = self.actors.by_id.get(task.spec[P.S_ACTOR]) if task.spec[P.S_ACTOR] else None
+        if actor is not None and task.spec[P.S_METHOD] == P.ACTOR_INIT:
+            self.actors.gone(actor, "no node can place it")
+
+    def expire_parked(self, now: float) -> None:
+        """Fail the tasks no node could take within the wait."""
+        for task in self.placement.expired(now, self._tasks):
+            self._infeasible(task, task.placement_shape)
+
+    # ---------------------------------------------------------------- dispatch
+    def dispatch(self) -> None:
+        """Start queued work where resources and workers allow (called once per loop turn)."""
+        placement = self.placement
+        placement.need_dispatch = False
+        if placement.pending_actors:
+            self._start_actors()
+        fits = placement.fits
+        take_idle = self.workers.take_idle
+        for shape, queue in placement.ready.items():
+            while queue:
+                task = queue[0]
+                if task.finished:
+                    queue.popleft()
+                    continue
+                worker = take_idle() if fits(shape) else None
+                if worker is None:
+                    if placement.remote:
+                        placement.spillback(queue, shape)
+                    break
+                queue.popleft()
+                self._assign(task, worker)
+        self.workers.reap_idle()
+
+    def _start_actors(self) -> None:
+        placement = self.placement
+        pending = placement.pending_actors
+        while pending:
+            actor = pending[0]
+            shape = actor.spec[P.S_RESOURCES] or ()
+            if not placement.fits(shape):
+                index = placement.remote_for(shape, need_free=True) if (
+                    placement.remote and shape) else 0
+                if not index:
+                    break
+                pending.popleft()
+                self.actors.host(actor, self.actors.init_task(actor), index)
+                continue
+            worker = self.io.spawn_worker(actor=True)
+            if worker is None:
+                break
+            pending.popleft()
+            actor.held = shape
+            actor.gpus = placement.acquire(shape)
+            self.actors.start(actor, worker)
+
+    def _assign(self, task: Task, worker: Worker) -> None:
+        task.gpus = self.placement.acquire(task.shape)
+        task.held = task.shape
+        task.worker = worker
+        task.attempt += 1
+        task.dispatched_at = time.time()
+        worker.to("busy")
+        worker.task = task
+        self.tasks.exec(worker, task)
+
+    # ---------------------------------------------------------------- results
+    def result(self, worker: Worker, task_id: int, ok: bool, locs: list, error: bytes | None,
+               t0: float, t1: float, contained: tuple[int, ...] = ()) -> None:
+        client = worker.client
+        if client is not None and client.reserved:
+            for loc in locs:
+                self.objects.unreserve(client, loc[0])
+        task = self._tasks.get(task_id)
+        if task is None:
+            return
+        actor = worker.actor
+        if actor is not None:
+            actor.inflight.pop(task_id, None)
+        elif worker.task is task:
+            worker.task = None
+            self._worker_free(worker, task)
+        if task.finished:
+            return
+        if actor is not None and task.spec[P.S_METHOD] == P.ACTOR_INIT:
+            self.actors.init_done(actor, ok, error)
+        if task.cancelled and not ok:
+            error = system_error_blob(TaskCancelledError(
+                f"Task {task.spec[P.S_NAME]!r} was cancelled."))
+        if not ok and error is not None and self.tasks.may_retry(task, error):
+            self._requeue(task)
+            return
+        if ok:
+            self.tasks.finish(task, locs, t0, t1, worker.pid)
+        else:
+            assert error is not None
+            self.tasks.finish_error(task, error, t0, t1, worker.pid)
+
+    def _worker_free(self, worker: Worker, task: Task) -> None:
+        shape = task.held
+        if worker.blocked:
+            shape = tuple((n, a) for n, a in shape if n != "CPU")
+            worker.blocked = False
+        placement = self.placement
+        placement.release(shape, task.gpus)
+        task.held = ()
+        task.gpus = []
+        self.workers.done(worker)
+        placement.need_dispatch = True
+
+    def _requeue(self, task: Task) -> None:
+        task.worker = None
+        if task.spec[P.S_ACTOR]:
+            self.actors.requeue(task)
+        elif not task.no_forward and not self.placement.feasible(task.shape):
+            # It ran on another node (now lost) because only that node had its resources:
+            # place it again as a new task would be (another node, a wait, or a clear error).
+            task.ready = False
+            self._deps_ready(task)
+        else:
+            self.placement.requeue(task)
+
+    def _lost_run(self, task: Task, cancelled_note: str, reason: str, crash_text: str) -> None:
+        """The process running ``task`` is gone: it runs again while retries last, else
+        fails with WorkerCrashedError(``crash_text``); a cancelled one just ends."""
+        if task.cancelled:
+            self.tasks.finish_error(task, system_error_blob(TaskCancelledError(
+                f"Task {task.spec[P.S_NAME]!r} was cancelled{cancelled_note}.")))
+        elif task.retries_left > 0:
+            self.tasks.retried(task, reason)
+            self._requeue(task)
+        else:
+            self.tasks.finish_error(task, system_error_blob(WorkerCrashedError(crash_text)))
+
+    # ---------------------------------------------------------------- blocking in get
+    def blocked(self, worker: Worker) -> None:
+        task = worker.task
+        if task is None or worker.blocked:
+            return
+        worker.blocked = True
+        self.placement.lend_cpu(sum(a for n, a in task.held if n == "CPU"))
+        self.placement.need_dispatch = True
+
+    def unblocked(self, worker: Worker) -> None:
+        task = worker.task
+        if task is None or not worker.blocked:
+            return
+        worker.blocked = False
+        self.placement.lend_cpu(-sum(a for n, a in task.held if n == "CPU"))
+
+    # ---------------------------------------------------------------- cancel
+    def cancel(self, oid: int, force: bool) -> None:
+        task = self.tasks.producer(oid)
+        if task is None or task.finished:
+            return
+        task.cancelled = True
+        if task.remote:
+            self.io.to_node(task.remote, (P.CANCEL, oid, force))
+            return
+        err = system_error_blob(TaskCancelledError(
+            f"Task {task.spec[P.S_NAME]!r} was cancelled."))
+        if task.spec[P.S_ACTOR]:
+            self.actors.cancel(task, err)
+            return
+        worker = task.worker
+        if worker is None:
+            # Waiting for dependencies or queued: the queues skip finished tasks.
+            self.tasks.finish_error(task, err)
+        elif force:
+            self.io.kill_worker(worker)
+        else:
+            # The worker's main thread runs the task and is not reading messages: signal it.
+            self.io.interrupt_worker(worker)
+
+    # ---------------------------------------------------------------- workers
+    def worker_started(self, worker: Worker) -> None:
+        self.workers.started(worker)
+        self.placement.need_dispatch = True
+
+    def worker_lost(self, worker: Worker, exit_code: int | None) -> None:
+        if not self.workers.lost(worker):
+            return
+        how = exit_text(exit_code)
+        task = worker.task
+        worker.task = None
+        if task is not None and not task.finished:
+            self._worker_free(worker, task)
+            name = task.spec[P.S_NAME]
+            self._lost_run(
+                task, " (its worker was stopped)", f"worker pid={worker.pid} {how}",
+                f"The worker (pid={worker.pid}) running task {name!r} {how}; no retries left "
+                f"(max_retries={task.spec[P.S_MAX_RETRIES]}). If the process ran out of "
+                "memory, lower the memory the task uses or give it more resources.")
+        if worker.actor is not None:
+            self.actors.worker_lost(worker.actor, worker, how)
+        for job in list(self.notices.jobs):
+            self.notices.event(job, "worker_down", {"pid": worker.pid, "reason": how})
+        self.placement.need_dispatch = True
+
+    # ---------------------------------------------------------------- actors
+    def kill_actor(self, actor_id: int, no_restart: bool) -> None:
+        self.actors.kill(actor_id, no_restart)
+
+    def hosted_actor_event(self, index: int, actor_id: int, what: str, reason: str) -> None:
+        self.actors.hosted_event(index, actor_id, what, reason)
+
+    # ---------------------------------------------------------------- other nodes
+    def set_cluster_view(self, view: dict[int, dict[str, Any]]) -> None:
+        """The other nodes as the head reports them; parked tasks try again."""
+        for task_id in self.placement.set_cluster_view(view):
+            task = self._tasks.get(task_id)
+            if task is None or task.finished:
+                self.placement.parked.pop(task_id, None)
+            else:
+                self._deps_ready(task)
+
+    def accept_forward(self, peer: Client, spec: tuple, dep_locs: list) -> None:
+        """Node ``peer`` asks us to run a task; ``dep_locs`` are local copies of its
+        arguments, held for it until the task ends."""
+        self.objects.hold_copies(peer, dep_locs)
+        self.submit(peer, spec, forwarded=True)
+
+    def value_arrived(self, loc: tuple) -> None:
+        self.objects.value_arrived(loc)
+
+    def remote_started(self, task_ids: list[int], t: float) -> None:
+        by_owner: dict[Client, list[tuple[int, int]]] = {}
+        for tid in task_ids:
+            task = self._tasks.get(tid)
+            if task is not None and not task.finished:
+                by_owner.setdefault(task.owner, []).append((tid, 0))
+        for owner, items in by_owner.items():
+            self.io.send(owner, (P.STARTED, items, t))
+
+    def remote_result(self, index: int, task_id: int, ok: bool, locs: list, t0: float,
+                      t1: float, pid: int) -> None:
+        """A task forwarded to node ``index`` ended there; ``locs`` are local copies."""
+        task = self._tasks.get(task_id)
+        if task is None or task.finished or task.remote != index:
+            for loc in locs:
+                if loc[2]:
+                    self.io.unlink(loc[0])
+            return
+        task.remote = 0
+        self.objects.borrow_contained(index, locs)
+        if task.spec[P.S_METHOD] == P.ACTOR_INIT:
+            actor = self.actors.by_id.get(task.spec[P.S_ACTOR])
+            if actor is not None and actor.remote == index and actor.state != "dead":
+                if not ok:
+                    actor.remote = 0  # its node dropped it already
+                self.actors.init_done(actor, ok, locs[0][1] if locs else None)
+        if ok:
+            self.tasks.finish(task, locs, t0, t1, pid)
+            return
+        error = locs[0][1] if locs else system_error_blob(RuntimeError("the task failed"))
+        if self.tasks.may_retry(task, error):
+            self._requeue(task)
+            return
+        self.tasks.finish_error(task, error, t0, t1, pid)
+
+    def node_lost(self, index: int) -> None:
+        """Node ``index`` is gone: its forwarded tasks run again (while retries last), our
+        actors there restart elsewhere (while restarts last), and what we were fetching from
+        it is lost."""
+        self.placement.node_lost(index)
+        self.objects.lost_nodes.add(index)
+        restarting = self.actors.node_lost(index)
+        lost_calls: dict[int, list[Task]] = {}
+        for task in [t for t in self._tasks.values() if t.remote == index and not t.finished]:
+            task.remote = 0
+            actor_id = task.spec[P.S_ACTOR]
+            if actor_id in restarting:
+                if task.spec[P.S_METHOD] != P.ACTOR_INIT:
+                    lost_calls.setdefault(actor_id, []).append(task)
+            elif actor_id:
+                self.tasks.finish_error(task, system_error_blob(ActorDiedError(
+                    f"The actor {actor_id:x} cannot run the call {task.spec[P.S_NAME]!r}: its "
+                    f"node ({index}) was lost.", f"{actor_id:x}")))
+            else:
+                self._lost_run(
+                    task, "", f"node {index} running it was lost",
+                    f"The node running task {task.spec[P.S_NAME]!r} was lost; no retries "
+                    f"left (max_retries={task.spec[P.S_MAX_RETRIES]}).")
+        self.objects.node_lost(index)
+        for actor in restarting.values():
+            self.actors.restart_elsewhere(actor, lost_calls.get(actor.id, []), index)
+
+    # ---------------------------------------------------------------- notices and views
+    @property
+    def need_dispatch(self) -> bool:
+        return self.placement.need_dispatch
+
+    def has_notices(self) -> bool:
+        return self.notices.pending()
+
+    def flush_notices(self) -> None:
+        self.notices.flush()
+
+    def task_name(self, task_id: int) -> tuple[str, int]:
+        return self.tasks.name_of(task_id)
+
+    def snapshot(self) -> dict:
+        objects = self.objects
+        return {
+            "total": dict(self.placement.total),
+            "available": {k: max(0.0, v) for k, v in self.placement.avail.items()},
+            "workers": len(self.workers),
+            "tasks": len(self.tasks),
+            "objects": len(objects),
+            "store_used": objects.store_used,
+            "store_capacity": objects.capacity,
+            "spilled": objects.spilled_used,
+            "spills": objects.spill_count,
+            "restores": objects.restore_count,
+            "actors": self.actors.live(),
+        }
+
+
+def _amount(name: str, amount: float) -> str:
+    """``name: amount`` as people read it: the memory resources are bytes (B to GiB)."""
+    if "memory" not in name:
+        return f"{name}: {amount:g}"
+    power = min(3, max(0, (int(amount).bit_length() - 1) // 10))
+    unit = ("B", "KiB", "MiB", "GiB")[power]
+    return f"{name}: {amount / 1024**power:.{1 if power else 0}f} {unit}"

@@ -1,0 +1,103 @@
+"""The worker pool: the node's worker processes and which of them are free (layer L1).
+
+Owns ``workers`` (pid -> `Worker`, every live process) and ``idle`` (a stack of workers
+that were idle when pushed: a worker popped from it is used only if still idle, so it needs
+no removal when it goes busy, becomes an actor's or dies).
+
+Sizing: one task worker per CPU; more (up to ``num_cpus + max_extra_workers``) only while
+workers are blocked in `get` (their CPU lent back) or tasks with ``num_cpus=0`` want one.
+Extra workers idle for longer than ``IDLE_EXTRA_S`` are stopped. A process is started through
+`NodeIO.spawn_worker`, which reports it back through `started`.
+
+State changes (`states`): idle -> busy -> idle per task, idle -> actor for a process started
+for an actor, any -> dead once (a second loss report of the same worker is ignored).
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+
+from .records import NodeIO, Task, Worker
+
+IDLE_EXTRA_S = 10.0
+
+
+class WorkerPool:
+    def __init__(self, io: NodeIO, num_cpus: int, max_extra_workers: int) -> None:
+        self.io = io
+        self.num_cpus = num_cpus
+        self.max_workers = num_cpus + max_extra_workers
+        self.workers: dict[int, Worker] = {}
+        self.idle: list[Worker] = []
+
+    def __len__(self) -> int:
+        return len(self.workers)
+
+    def started(self, worker: Worker) -> None:
+        self.workers[worker.pid] = worker
+        self.idle.append(worker)
+
+    def take_idle(self) -> Worker | None:
+        """An idle task worker, started now if the limits allow; None if none may be."""
+        while self.idle:
+            w = self.idle.pop()
+            if w.state == "idle":
+                return w
+        active = sum(1 for w in self.workers.values()
+                     if w.state in ("idle", "busy") and not w.blocked)
+        if active >= self.num_cpus + 1 and len(self.workers) >= self.num_cpus:
+            # Enough task workers for the CPUs (tasks with num_cpus=0 share them).
+            if active >= self.max_workers:
+                return None
+        if len(self.workers) >= self.max_workers:
+            return None
+        return self.io.spawn_worker()
+
+    def run(self, worker: Worker, task: Task) -> None:
+        worker.to("busy")
+        worker.task = task
+
+    def done(self, worker: Worker) -> None:
+        """``worker``'s task ended: back to idle (a worker already lost stays dead)."""
+        if worker.state == "busy":
+            worker.to("idle")
+            worker.idle_since = time.monotonic()
+            self.idle.append(worker)
+
+    def lost(self, worker: Worker) -> bool:
+        """``worker``'s process is gone; False if that was known already."""
+        if worker.state == "dead":
+            return False
+        worker.to("dead")
+        self.workers.pop(worker.pid, None)
+        return True
+
+    def reap_idle(self) -> None:
+        """Stop extra workers idle for longer than IDLE_EXTRA_S."""
+        if len(self.workers) <= self.num_cpus:
+            return
+        now = time.monotonic()
+        extra = len(self.workers) - self.num_cpus
+        for w in list(self.workers.values()):
+            if extra <= 0:
+                break
+            if w.state == "idle" and now - w.idle_since > IDLE_EXTRA_S:
+                w.to("dead")
+                self.workers.pop(w.pid, None)
+                self.io.kill_worker(w, graceful=True)
+                extra -= 1
+
+
+def exit_text(code: int | None) -> str:
+    """How a worker process ended, for error messages and events."""
+    if code is None:
+        return "exited unexpectedly"
+    if code < 0:
+        try:
+            sig = signal.Signals(-code).name
+        except ValueError:
+            sig = str(-code)
+        extra = " (killed: likely out of memory or stopped by a signal)" if sig == "SIGKILL" else ""
+        return f"was killed by {sig}{extra}"
+    return f"exited with code {code}"
