@@ -22,8 +22,17 @@ State, under ``lock``:
 ``objects``   live object id -> (node, size, in shared memory, holds an error)
 ``edges``     (producing key, consuming key) -> refs passed from one to the other
 ``workers``   (node, pid) -> [task id running or 0, its name, tasks ended, busy seconds,
-              the last SPANS tasks ended as (task id, name, started, ended, failed)]
+              the last SPANS tasks ended as (task id, name, started, ended, failed), the
+              group key of the last]
 ``nodes``     node id -> [tasks running, live objects, their bytes, bytes in shared memory]
+
+Running tasks the records have not told yet: a node reports the start of a task in a notice
+batched for ~20 ms, and a task that ends first has none (its end says when it started). A run
+of short tasks thus reaches the driver as tasks going from scheduled straight to finished,
+while every worker is busy. So an answer counts a worker as running one more task of its
+last group (else of the first group with scheduled tasks) when it ended a task less than
+``BUSY_GAP_S`` before the answer and tasks are still scheduled: one taken from the scheduled
+count of that group, never a task id (which is not known yet).
 """
 
 from __future__ import annotations
@@ -41,6 +50,9 @@ from .ids import hex_id
 PENDING, SCHEDULED, RUNNING, FINISHED, FAILED = range(5)
 STATE_NAMES = ("pending", "scheduled", "running", "finished", "failed")
 SPANS = 20
+# A worker that ended a task this recently, with tasks still scheduled, is running the next
+# (several notice periods of the node, and the driver's turns to read them).
+BUSY_GAP_S = 0.25
 # The kinds folded here; the rest of the stream does not concern it.
 KINDS = ("task_submitted", "task_started", "task_finished", "task_failed", "task_retried",
          "object_created", "object_freed")
@@ -171,16 +183,40 @@ class Tally:
         """What is folded in so far, as a record stamped ``now``."""
         with self.lock:
             index = {key: i for i, key in enumerate(self.order)}
+            counts = {key: list(self.groups[key]) for key in self.order}
+            running = {node: c[0] for node, c in self.nodes.items()}
+            names = self._unreported_running(now, counts, running)
             groups = tuple((key[0], key[1], c[0], c[1], c[2], c[3], c[4])
-                           for key, c in ((k, self.groups[k]) for k in self.order))
+                           for key, c in counts.items())
             edges = tuple((index[a], index[b], n) for (a, b), n in self.edges.items())
             workers = tuple(
-                (node, pid, hex_id(w[0]) if w[0] else None, w[1], w[2], round(w[3], 3),
+                (node, pid, hex_id(w[0]) if w[0] else None, w[1] or names.get((node, pid)),
+                 w[2], round(w[3], 3),
                  tuple((hex_id(s[0]), s[1], s[2], s[3], s[4]) for s in w[4]))
                 for (node, pid), w in self.workers.items())
-            nodes = tuple((node, c[0], c[1], c[2], c[3]) for node, c in self.nodes.items())
+            nodes = tuple((node, running[node], c[1], c[2], c[3])
+                          for node, c in self.nodes.items())
             news, self._news_since = self._news_since, 0.0
             return ev.TaskSummary(now, groups, edges, workers, nodes, self.freed, news)
+
+    def _unreported_running(self, now: float, counts: dict[Key, list[int]],
+                            running: dict[str, int]) -> dict[tuple[str, int], str]:
+        """Move the tasks presumed running (see the module docstring) from scheduled to
+        running in ``counts`` and ``running`` (per node); returns the names they run, by
+        worker."""
+        names: dict[tuple[str, int], str] = {}
+        for (node, pid), w in self.workers.items():
+            if w[0] or not w[4] or abs(now - w[4][-1][3]) > BUSY_GAP_S:
+                continue
+            key = w[5] if w[5] in counts and counts[w[5]][SCHEDULED] > 0 else next(
+                (k for k, c in counts.items() if c[SCHEDULED] > 0), None)
+            if key is None:
+                break  # nothing left to take
+            counts[key][SCHEDULED] -= 1
+            counts[key][RUNNING] += 1
+            running[node] = running.get(node, 0) + 1
+            names[node, pid] = key[0]
+        return names
 
     def object_info(self, object_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
         self.start()
@@ -285,6 +321,7 @@ class Tally:
             worker[3] += duration
             worker[4].append((task_id, name, round(started, 3), round(started + duration, 3),
                               final == FAILED))
+            worker[5] = key
         return made
 
     def _failed(self, e: ev.TaskFailed) -> None:
@@ -356,7 +393,7 @@ class Tally:
         worker = self.workers.get((node, pid))
         if worker is None:
             worker = self.workers[node, pid] = [0, None, 0, 0.0,
-                                                collections.deque(maxlen=SPANS)]
+                                                collections.deque(maxlen=SPANS), None]
         return worker
 
     def _node(self, node: str) -> list[int]:

@@ -187,7 +187,12 @@ class Hub:
                     self._as_of = drained_at  # the whole batch is in the model now
                 big = self._model.changed_tasks() >= BIG_DELTA
             if self._model.grouped:
-                break  # the rest of the batch are records it no longer follows
+                # Of the rest, the records it still follows (a wait's, an actor's) count.
+                with self._model_lock:
+                    kinds = self._model.kinds()
+                    self._model.apply([e for e in batch[start + CHUNK:] if e.kind in kinds])
+                    self._as_of = drained_at
+                break
             if big or time.monotonic() - self._sent_at >= self.interval:
                 # Only the sender thread lowers the cluster flag (see `flush`).
                 self._send_delta(wait=False, cluster=True if nbdist.is_initialized() else None)

@@ -12,15 +12,15 @@ hand-made records.
 
 State and invariants (before grouping; see below for after):
 
-    _tasks      task id -> _Task for every task the panel shows individually
-    _groups     (function name, submitter) -> _Group with counts per state; kept always, so
+    _tasks      task id -> TaskRecord for every task the panel shows individually
+    _groups     (function name, submitter) -> GroupRecord with counts per state; kept always, so
                 switching to groups costs nothing; edges between groups in _edges
     _producer   object id -> (producing task id, group id): resolves a task's object deps
                 to task edges; dropped when the object is freed (no new task can use it then)
-    _objects    live object id -> _Object; freed objects are removed (and reported removed)
+    _objects    live object id -> ObjectRecord; freed objects are removed (and reported removed)
     _waits      active waits plus the last ``max_finished_waits`` finished ones; a wait's
                 ready count also rises as the objects it waits for are created
-    _workers    "node:pid" -> _Worker, _nodes node id -> _Node (both also learnt from the
+    _workers    "node:pid" -> WorkerRecord, _nodes node id -> NodeRecord (both also learnt from the
                 node and pid fields of task records); each worker keeps the spans of its last
                 WORKER_SPANS tasks for the timeline
     cluster     whether the kernel has a cluster: not an event, set by the bridge
@@ -49,176 +49,35 @@ from typing import Any
 
 from nbdist import events as ev
 
-SCHEMA_VERSION = 3
-
-# Once grouped, these records are not followed: the engine's TaskSummary says it all.
-HOT_KINDS = frozenset(("task_submitted", "task_started", "task_finished", "task_retried",
-                       "object_created", "object_freed"))
-# Failed tasks kept individually once grouped carry output lines of tasks this recent.
-RECENT_OUTPUT_TASKS = 1_000
-
-PENDING, SCHEDULED, RUNNING = "pending", "scheduled", "running"
-FINISHED, FAILED = "finished", "failed"
-# pending: waiting for its arguments; scheduled: its arguments are ready, it waits for a worker.
-STATES = (PENDING, SCHEDULED, RUNNING, FINISHED, FAILED)
-TERMINAL = frozenset((FINISHED, FAILED))
-
-MAX_LINE_CHARS = 500
-MAX_ERROR_CHARS = 8_000  # a failed task's message and remote traceback
-GROUPED_OUTPUT_LINES = 3  # of a failed task kept individually in grouped mode
-WORKER_SPANS = 20  # last tasks per worker sent for the panel's timeline (grouped or not)
-
-Json = dict[str, Any]
-
-
-def _t(value: float | None) -> float | None:
-    # Milliseconds are all a timeline needs; fewer digits make smaller messages.
-    return None if value is None else round(value, 3)
-
-
-class _Task:
-    __slots__ = ("id", "name", "state", "deps", "dep_tasks", "returns", "parent", "actor",
-                 "submitter", "group", "node", "worker", "submitted", "started", "ended",
-                 "error_type", "error", "attempt", "stdout", "missing")
-
-    def __init__(self, e: ev.TaskSubmitted, group: str, dep_tasks: tuple[str, ...],
-                 missing: int) -> None:
-        self.id, self.name, self.state = e.task_id, e.name, PENDING
-        self.deps, self.dep_tasks, self.returns = e.deps, dep_tasks, e.returns
-        self.parent, self.actor, self.submitter = e.parent_task, e.actor_id, e.submitter
-        self.group = group
-        self.node: str | None = None
-        self.worker: int | None = None
-        self.submitted = e.time
-        self.started: float | None = None
-        self.ended: float | None = None
-        self.error_type: str | None = None
-        self.error: str | None = None
-        self.attempt = 0
-        self.stdout: collections.deque[str] | None = None  # made by its first line
-        self.missing = missing  # arguments not ready yet
-
-    def to_json(self, max_lines: int | None = None) -> Json:
-        lines = list(self.stdout) if self.stdout is not None else []
-        if max_lines is not None:
-            lines = lines[-max_lines:]
-        return {"id": self.id, "name": self.name, "state": self.state, "deps": list(self.deps),
-                "dep_tasks": list(self.dep_tasks), "returns": list(self.returns),
-                "parent": self.parent,
-                "actor": self.actor, "submitter": self.submitter, "group": self.group,
-                "node": self.node, "worker": self.worker, "submitted": _t(self.submitted),
-                "started": _t(self.started), "ended": _t(self.ended),
-                "error_type": self.error_type, "error": self.error, "attempt": self.attempt,
-                "stdout": lines}
-
-
-class _Group:
-    __slots__ = ("id", "name", "submitter", "counts")
-
-    def __init__(self, gid: str, name: str, submitter: str | None) -> None:
-        self.id, self.name, self.submitter = gid, name, submitter
-        self.counts = dict.fromkeys(STATES, 0)
-
-    def to_json(self) -> Json:
-        return {"id": self.id, "name": self.name, "submitter": self.submitter,
-                "counts": dict(self.counts), "total": sum(self.counts.values())}
-
-
-class _Object:
-    __slots__ = ("id", "size", "node", "owner", "task", "shm", "created", "refs", "uses",
-                 "spilled")
-
-    def __init__(self, e: ev.ObjectCreated) -> None:
-        self.id, self.size, self.node, self.owner = e.object_id, e.size, e.node_id, e.owner
-        self.task, self.shm, self.created = e.task_id, e.in_shared_memory, e.time
-        self.refs: int | None = None  # refs the driver holds (None: not known)
-        self.uses = 0  # unfinished tasks taking it as an argument: it is pinned while > 0
-        self.spilled = False
-
-    def to_json(self) -> Json:
-        return {"id": self.id, "size": self.size, "node": self.node, "locations": [self.node],
-                "owner": self.owner, "task": self.task, "in_shared_memory": self.shm,
-                "state": "spilled" if self.spilled else "live", "created": _t(self.created),
-                "refs": self.refs, "pinned": self.uses > 0, "spilled": self.spilled}
-
-
-class _Wait:
-    __slots__ = ("id", "call", "num_returns", "total", "ready", "submitter", "pending",
-                 "started", "ended", "done", "timed_out")
-
-    def __init__(self, e: ev.WaitBegun, pending: set[str]) -> None:
-        self.id, self.call, self.num_returns = str(e.wait_id), e.call, e.num_returns
-        self.total, self.submitter, self.pending = len(e.object_ids), e.submitter, pending
-        self.ready = max(e.ready, self.total - len(pending))
-        self.started = e.time
-        self.ended: float | None = None
-        self.done = self.timed_out = False
-
-    def to_json(self) -> Json:
-        return {"id": self.id, "call": self.call, "num_returns": self.num_returns,
-                "total": self.total, "ready": self.ready, "submitter": self.submitter,
-                "done": self.done, "timed_out": self.timed_out, "started": _t(self.started),
-                "ended": _t(self.ended)}
-
-
-class _Worker:
-    __slots__ = ("key", "node", "pid", "state", "task", "task_name", "tasks_done", "busy",
-                 "spans")
-
-    def __init__(self, key: str, node: str, pid: int) -> None:
-        self.key, self.node, self.pid, self.state = key, node, pid, "up"
-        self.task: str | None = None
-        self.task_name: str | None = None
-        self.tasks_done, self.busy = 0, 0.0
-        # [task id, name, started, ended, failed] of the last tasks it ran, oldest first
-        self.spans: collections.deque[list[Any]] = collections.deque(maxlen=WORKER_SPANS)
-
-    def to_json(self) -> Json:
-        return {"id": self.key, "node": self.node, "pid": self.pid, "state": self.state,
-                "task": self.task, "task_name": self.task_name, "tasks_done": self.tasks_done,
-                "busy_s": round(self.busy, 3), "spans": list(self.spans)}
-
-
-class _Node:
-    __slots__ = ("id", "state", "address", "resources", "workers", "running", "objects",
-                 "bytes", "shm_bytes")
-
-    def __init__(self, node_id: str) -> None:
-        self.id, self.state = node_id, "up"
-        self.address: str | None = None
-        self.resources: dict[str, float] = {}
-        self.workers = self.running = self.objects = self.bytes = self.shm_bytes = 0
-
-    def to_json(self) -> Json:
-        capacity = self.resources.get("CPU") or self.workers or 1
-        return {"id": self.id, "state": self.state, "address": self.address,
-                "resources": self.resources, "workers": self.workers, "running": self.running,
-                "capacity": capacity, "utilization": round(min(1.0, self.running / capacity), 3),
-                "objects": self.objects, "bytes": self.bytes, "shm_bytes": self.shm_bytes}
-
-
-class _Dirty:
-    """Ids whose full record goes into the next delta, and ids removed since the last one."""
-
-    __slots__ = ("tasks", "tasks_removed", "groups", "edges", "objects", "objects_removed",
-                 "waits", "waits_removed", "workers", "nodes", "actors", "totals")
-
-    def __init__(self) -> None:
-        self.tasks: set[str] = set()
-        self.tasks_removed: set[str] = set()
-        self.groups: set[str] = set()
-        self.edges: set[tuple[str, str]] = set()
-        self.objects: set[str] = set()
-        self.objects_removed: set[str] = set()
-        self.waits: set[str] = set()
-        self.waits_removed: set[str] = set()
-        self.workers: set[str] = set()
-        self.nodes: set[str] = set()
-        self.actors: set[str] = set()
-        self.totals = False  # counters that no record above reflects (output, drops)
-
-    def any(self) -> bool:
-        return any(getattr(self, name) for name in self.__slots__)
+from .model_records import (
+    FAILED,
+    FINISHED,
+    GROUPED_OUTPUT_LINES,
+    HOT_KINDS,
+    MAX_ERROR_CHARS,
+    MAX_LINE_CHARS,
+    PENDING,
+    RECENT_OUTPUT_TASKS,
+    RUNNING,
+    SCHEDULED,
+    STATES,
+    TERMINAL,
+    Dirty,
+    GroupRecord,
+    Json,
+    NodeRecord,
+    ObjectRecord,
+    TaskRecord,
+    WaitRecord,
+    WorkerRecord,
+    ms,
+)
+from .model_records import (
+    SCHEMA_VERSION as SCHEMA_VERSION,
+)
+from .model_records import (
+    WORKER_SPANS as WORKER_SPANS,
+)
 
 
 class Model:
@@ -234,32 +93,32 @@ class Model:
         self._clock = clock
         self.grouped = False
         self.cluster = False
-        self._tasks: dict[str, _Task] = {}
+        self._tasks: dict[str, TaskRecord] = {}
         self._failed: collections.OrderedDict[str, Json] = collections.OrderedDict()
-        self._groups: dict[tuple[str, str | None], _Group] = {}
-        self._group_ids: dict[str, _Group] = {}
+        self._groups: dict[tuple[str, str | None], GroupRecord] = {}
+        self._group_ids: dict[str, GroupRecord] = {}
         self._edges: dict[tuple[str, str], int] = {}
         self._producer: dict[str, tuple[str, str]] = {}
         self._errored: set[str] = set()
         self._dep_waiters: dict[str, list[str]] = {}  # object id -> tasks waiting for it
         # The driver's ref count of an object id (set by the bridge; None: not shown).
         self.ref_count: Callable[[str], int | None] | None = None
-        self._objects: dict[str, _Object] = {}
+        self._objects: dict[str, ObjectRecord] = {}
         # Once grouped: the last output lines of recent tasks, for those that then fail.
         self._recent_output: collections.OrderedDict[str, collections.deque[str]] = (
             collections.OrderedDict())
-        self._waits: dict[str, _Wait] = {}
+        self._waits: dict[str, WaitRecord] = {}
         self._finished_waits: collections.deque[str] = collections.deque()
         # Waits still missing objects: few at a time, so an object's arrival is checked
         # against each (an index by object cost a list per object of a 100,000-ref get).
-        self._open_waits: list[_Wait] = []
-        self._workers: dict[str, _Worker] = {}
-        self._nodes: dict[str, _Node] = {}
+        self._open_waits: list[WaitRecord] = []
+        self._workers: dict[str, WorkerRecord] = {}
+        self._nodes: dict[str, NodeRecord] = {}
         self._actors: dict[str, Json] = {}
         self._totals: Json = {"tasks": 0, **dict.fromkeys(STATES, 0), "objects": 0,
                               "objects_freed": 0, "bytes": 0, "output_lines": 0,
                               "dropped_events": 0}
-        self._dirty = _Dirty()
+        self._dirty = Dirty()
         self._resnapshot = False
         self._seq = 0
         self._handlers: dict[type[ev.Event], Callable[[Any], None]] = {
@@ -294,7 +153,7 @@ class Model:
             objects = {oid: o.to_json() for oid, o in self._objects.items()}
         return {
             "schema": SCHEMA_VERSION, "type": "snapshot", "seq": self._seq,
-            "time": _t(self._clock()), "grouped": self.grouped, "cluster": self.cluster,
+            "time": ms(self._clock()), "grouped": self.grouped, "cluster": self.cluster,
             "tasks": tasks,
             "groups": {g.id: g.to_json() for g in self._groups.values()},
             "group_edges": [[s, d, n] for (s, d), n in self._edges.items()],
@@ -330,6 +189,8 @@ class Model:
                 dirty.edges.add(edge)
         for node_id, pid, task_id, task_name, done, busy, spans in summary.workers:
             worker = self._workers.get(f"{node_id}:{pid}") or self._worker(node_id, pid)
+            if not self.cluster:  # what ran when the cluster stopped runs no longer
+                task_id = task_name = None
             shown = [list(span) for span in spans]
             if (worker.task, worker.task_name, worker.tasks_done, worker.busy) != (
                     task_id, task_name, done, busy) or list(worker.spans) != shown:
@@ -340,6 +201,7 @@ class Model:
         objects = nbytes = 0
         for node_id, running, held, size, shm in summary.nodes:
             node = self._nodes.get(node_id) or self._node(node_id)
+            running = running if self.cluster else 0
             if (node.running, node.objects, node.bytes, node.shm_bytes) != (
                     running, held, size, shm):
                 node.running, node.objects, node.bytes, node.shm_bytes = (
@@ -377,13 +239,13 @@ class Model:
         if not (self._resnapshot or dirty.any()):
             return None
         self._seq += 1
-        self._dirty = _Dirty()
+        self._dirty = Dirty()
         if self._resnapshot:
             self._resnapshot = False
             return self.snapshot()
         return {
             "schema": SCHEMA_VERSION, "type": "delta", "seq": self._seq,
-            "time": _t(self._clock()), "grouped": self.grouped, "cluster": self.cluster,
+            "time": ms(self._clock()), "grouped": self.grouped, "cluster": self.cluster,
             "tasks": self._task_records(dirty.tasks), "tasks_removed": sorted(dirty.tasks_removed),
             "groups": {gid: self._group_ids[gid].to_json() for gid in dirty.groups},
             "group_edges": [[s, d, self._edges[s, d]] for s, d in dirty.edges],
@@ -428,7 +290,7 @@ class Model:
                 if not self.grouped:
                     self._dirty.objects.add(obj.id)
 
-    def _use(self, task: _Task, delta: int) -> None:
+    def _use(self, task: TaskRecord, delta: int) -> None:
         for dep in task.deps:
             obj = self._objects.get(dep)
             if obj is not None:
@@ -438,25 +300,42 @@ class Model:
                     self._dirty.objects.add(obj.id)
 
     def set_cluster(self, up: bool) -> None:
-        """Whether the kernel has a cluster now (the bridge asks ``nbdist.is_initialized()``)."""
-        if up != self.cluster:
-            self.cluster = up
-            self._dirty.totals = True
+        """Whether the kernel has a cluster now (the bridge asks ``nbdist.is_initialized()``).
+
+        A cluster that stops says nothing of its actors, workers and nodes (its processes just
+        end): they are gone with it, and shown so."""
+        if up == self.cluster:
+            return
+        self.cluster = up
+        self._dirty.totals = True
+        if up:
+            return
+        for actor in self._actors.values():
+            if actor["state"] == "alive":
+                actor["state"], actor["reason"] = "dead", "the cluster stopped"
+                self._dirty.actors.add(actor["id"])
+        for worker in self._workers.values():
+            if worker.state == "up" or worker.task is not None:
+                worker.state, worker.task, worker.task_name = "down", None, None
+                self._dirty.workers.add(worker.key)
+        for node in self._nodes.values():
+            node.state, node.running, node.workers = "down", 0, 0
+            self._dirty.nodes.add(node.id)
 
     def nodes_without_info(self) -> list[str]:
         """Nodes learnt only from task or worker records (no NodeUp yet: no resources)."""
         return [n.id for n in self._nodes.values() if n.address is None]
 
     # ------------------------------------------------------------ tasks
-    def _group(self, name: str, submitter: str | None) -> _Group:
+    def _group(self, name: str, submitter: str | None) -> GroupRecord:
         group = self._groups.get((name, submitter))
         if group is None:
-            group = _Group(f"g{len(self._groups) + 1}", name, submitter)
+            group = GroupRecord(f"g{len(self._groups) + 1}", name, submitter)
             self._groups[name, submitter] = group
             self._group_ids[group.id] = group
         return group
 
-    def _move(self, task: _Task, state: str) -> None:
+    def _move(self, task: TaskRecord, state: str) -> None:
         counts = self._group_ids[task.group].counts
         counts[task.state] -= 1
         counts[state] += 1
@@ -490,7 +369,7 @@ class Model:
                     missing += 1
         for ret in e.returns:
             self._producer[ret] = (tid, gid)
-        task = tasks[tid] = _Task(e, gid, tuple(dep_tasks), missing)
+        task = tasks[tid] = TaskRecord(e, gid, tuple(dep_tasks), missing)
         state = PENDING if missing else SCHEDULED
         task.state = state
         group.counts[state] += 1
@@ -514,7 +393,7 @@ class Model:
         self._nodes[e.node_id].running += 1
         self._dirty.nodes.add(e.node_id)
 
-    def _task_ended(self, task: _Task, end: float, duration: float, pid: int,
+    def _task_ended(self, task: TaskRecord, end: float, duration: float, pid: int,
                     failed: bool = False, started: float = 0.0) -> None:
         """Bookkeeping shared by finished and failed: times, the worker and node freed."""
         task.ended = end
@@ -533,7 +412,7 @@ class Model:
             worker.task = worker.task_name = None
         worker.tasks_done += 1
         worker.busy += duration
-        worker.spans.append([task.id, task.name, _t(task.started), _t(end), failed])
+        worker.spans.append([task.id, task.name, ms(task.started), ms(end), failed])
 
     def _task_finished(self, e: ev.TaskFinished) -> None:
         task = self._tasks.get(e.task_id)  # (none once grouped)
@@ -575,8 +454,8 @@ class Model:
             "id": e.task_id, "name": e.name, "state": FAILED, "deps": [], "dep_tasks": [],
             "returns": [], "parent": None, "actor": None, "submitter": e.submitter,
             "group": self._group(e.name, e.submitter).id, "node": None,
-            "worker": e.worker_pid or None, "submitted": None, "started": _t(started),
-            "ended": _t(started + e.duration), "error_type": e.error_type,
+            "worker": e.worker_pid or None, "submitted": None, "started": ms(started),
+            "ended": ms(started + e.duration), "error_type": e.error_type,
             "error": error[:MAX_ERROR_CHARS], "attempt": 0,
             "stdout": list(self._recent_output.pop(e.task_id, ()))}
         self._dirty.tasks.add(e.task_id)
@@ -643,7 +522,7 @@ class Model:
         oid, size = e.object_id, e.size
         if oid in self._objects or self.grouped:
             return
-        self._objects[oid] = _Object(e)
+        self._objects[oid] = ObjectRecord(e)
         self._dirty.objects.add(oid)
         node = self._node(e.node_id)
         node.objects += 1
@@ -692,8 +571,8 @@ class Model:
         for wait in self._open_waits:
             pending = wait.pending
             if oid in pending:
-                pending.discard(oid)
-                wait.ready = max(wait.ready, wait.total - len(pending))
+                wait.missing -= pending.pop(oid)
+                wait.ready = max(wait.ready, wait.total - wait.missing)
                 self._dirty.waits.add(wait.id)
                 complete = complete or not pending
         if complete:
@@ -704,9 +583,9 @@ class Model:
             return
         # Once grouped, objects are not followed: its progress records say how far it is.
         known, errored = self._objects, self._errored
-        pending = set() if self.grouped else {
-            o for o in e.object_ids if o not in known and o not in errored}
-        wait = self._waits[str(e.wait_id)] = _Wait(e, pending)
+        pending = None if self.grouped else collections.Counter(
+            o for o in e.object_ids if o not in known and o not in errored)
+        wait = self._waits[str(e.wait_id)] = WaitRecord(e, pending)
         if pending:
             self._open_waits.append(wait)
         self._dirty.waits.add(wait.id)
@@ -725,7 +604,7 @@ class Model:
         wait.ready, wait.total = e.ready, e.total
         if wait in self._open_waits:
             self._open_waits.remove(wait)
-        wait.pending = set()
+        wait.pending = collections.Counter()
         self._dirty.waits.add(wait.id)
         self._finished_waits.append(wait.id)
         while len(self._finished_waits) > self.max_finished_waits:
@@ -735,18 +614,18 @@ class Model:
             self._dirty.waits_removed.add(old)
 
     # ------------------------------------------------------------ cluster
-    def _node(self, node_id: str) -> _Node:
+    def _node(self, node_id: str) -> NodeRecord:
         node = self._nodes.get(node_id)
         if node is None:
-            node = self._nodes[node_id] = _Node(node_id)
+            node = self._nodes[node_id] = NodeRecord(node_id)
             self._dirty.nodes.add(node_id)
         return node
 
-    def _worker(self, node_id: str, pid: int) -> _Worker:
+    def _worker(self, node_id: str, pid: int) -> WorkerRecord:
         key = f"{node_id}:{pid}"
         worker = self._workers.get(key)
         if worker is None:
-            worker = self._workers[key] = _Worker(key, node_id, pid)
+            worker = self._workers[key] = WorkerRecord(key, node_id, pid)
             self._node(node_id).workers += 1
             self._dirty.nodes.add(node_id)
         self._dirty.workers.add(key)

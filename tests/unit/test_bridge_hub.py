@@ -171,3 +171,27 @@ def test_records_published_before_the_cluster_went_reach_the_panel_first(
         assert listed and listed[0] <= down[0], (listed, down)
     finally:
         hub._shut()
+
+
+def test_records_after_the_switch_to_groups_in_the_same_batch_still_count(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A wait begun (and done) right after a burst that crosses the grouping threshold, in
+    the batch that carries the burst."""
+    monkeypatch.setattr(bridge, "CHUNK", 200)
+    hub = bridge.Hub(interval=60.0)
+    comm = RecordingComm()
+    hub._comms.append(comm)
+    now = time.time()
+    burst: list[events.Event] = [
+        events.TaskSubmitted(now, f"{i:018x}", "f", (), (f"{i + 1:018x}",), None)
+        for i in range(0, 6000, 2)]
+    refs = tuple(f"{i + 1:018x}" for i in range(0, 6000, 2))
+    burst += [events.WaitBegun(now, 1, "get", refs, len(refs), 0, "c1"),
+              events.WaitDone(now, 1, len(refs), len(refs), False)]
+    folded = tally.Tally()
+    folded.fold(burst)
+    hub.summary = lambda: folded.snapshot(time.time())
+    hub.on_events(burst)
+    hub.flush()
+    [wait] = comm.sent[-1]["waits"].values()
+    assert (wait["ready"], wait["total"], wait["done"]) == (3000, 3000, True)

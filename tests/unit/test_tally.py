@@ -138,3 +138,21 @@ def test_records_whose_return_ids_do_not_follow_the_task_id() -> None:
     assert counts(tally, "use") == (0, 1, 0, 0, 0)  # its argument holds the error: ready
     assert tally.snapshot(4.0).edges == ((0, 1, 1),)
     assert tally.lookup(["0f"])["0f"] == {"task": "load", "state": "failed"}
+
+
+def test_a_worker_ending_short_tasks_counts_as_running_the_next() -> None:
+    """A task shorter than the node's notice batch is told started only as it ends: while
+    tasks are scheduled, the worker that just ended one runs the next."""
+    tally = Tally()
+    tally.fold([submitted(100 + 10 * i) for i in range(4)])
+    tally.fold(ran(100, started=2.0))  # ended at 2.5 (duration 0.5)
+    summary = tally.snapshot(2.6)
+    assert summary.groups[0][2:] == (0, 2, 1, 1, 0)
+    [worker] = summary.workers
+    assert (worker[2], worker[3]) == (None, "f")  # busy, its task id not known yet
+    assert summary.nodes[0][1] == 1
+    idle = tally.snapshot(60.0)  # nothing ended for a minute: idle
+    assert idle.groups[0][2:] == (0, 3, 0, 1, 0) and idle.workers[0][3] is None
+    tally.fold([x for i in range(1, 4) for x in ran(100 + 10 * i, started=3.0)])
+    done = tally.snapshot(3.6)  # nothing scheduled is left to run
+    assert done.groups[0][2:] == (0, 0, 0, 4, 0) and done.nodes[0][1] == 0
