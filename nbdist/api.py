@@ -1,8 +1,12 @@
 """The public API (layer L3): Ray's core names and semantics.
 
 ``init`` starts (or, later, attaches to) a cluster and makes this process its driver; the first
-remote call does it implicitly with defaults. ``shutdown`` stops what ``init`` started; it also
-runs at interpreter exit. Everything else forwards to the process's `runtime.CoreClient`.
+remote call, ``put`` or ``get`` does it implicitly with defaults, as in Ray. Queries about the
+cluster (``nodes``, ``cluster_resources``, ``available_resources``) never start one: a cluster
+started by a query would take the place of the ``init(...)`` the user meant to call next, so
+they raise RuntimeNotInitializedError, as Ray does. ``shutdown`` stops what ``init`` started;
+it also runs at interpreter exit. Everything else forwards to the process's
+`runtime.CoreClient`.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from . import remote_function as _rf
 from .actor import ActorClass, ActorHandle, _rebuild_handle
 from .cluster import LocalCluster
 from .context import ContextNames
-from .exceptions import ClusterError
+from .exceptions import ClusterError, RuntimeNotInitializedError
 from .ids import hex_id
 from .remote_function import RemoteFunction
 from .runtime import ObjectRef
@@ -353,12 +357,22 @@ def get_actor(name: str, namespace: str | None = None) -> ActorHandle:
     return _rebuild_handle(actor_id, class_name, methods)
 
 
+def _started(query: str) -> runtime.CoreClient:
+    """The running cluster's client, for a query that must not start one."""
+    if runtime._client is None:
+        raise RuntimeNotInitializedError(
+            f"nbdist has not been started yet, so nbdist.{query}() has no cluster to ask. "
+            "Call nbdist.init() first (with the num_cpus, resources, address, ... you want; "
+            "%nbdist start in a notebook).")
+    return runtime.current()
+
+
 def nodes() -> list[dict[str, Any]]:
     """One dict per node: NodeID, Alive, NodeManagerAddress, Resources, and more."""
     if _rf._backend is not None:
         return _rf._backend.nodes()
     out = []
-    for n in runtime.current().control("nodes"):
+    for n in _started("nodes").control("nodes"):
         out.append({
             "NodeID": n["node_id"],
             "Alive": n.get("alive", True),
@@ -376,13 +390,13 @@ def nodes() -> list[dict[str, Any]]:
 def cluster_resources() -> dict[str, float]:
     if _rf._backend is not None:
         return _rf._backend.cluster_resources()
-    return dict(runtime.current().control("cluster_resources"))
+    return dict(_started("cluster_resources").control("cluster_resources"))
 
 
 def available_resources() -> dict[str, float]:
     if _rf._backend is not None:
         return _rf._backend.available_resources()
-    avail = runtime.current().control("available_resources")
+    avail = _started("available_resources").control("available_resources")
     return {k: v for k, v in avail.items() if v > 0}
 
 

@@ -133,8 +133,13 @@ def _stop(argv: list[str]) -> int:
     if not done:
         print("nbdist stop: nothing started by `nbdist start` runs on this machine")
         return 0
-    for session in done:
-        print(f"stopped the {session.role} of {standalone.display_address(session.head)}")
+    for session, ran in done:
+        where = standalone.display_address(session.head)
+        if ran:
+            print(f"stopped the {session.role} of {where}")
+        else:
+            print(f"removed the files of a {session.role} of {where} whose processes had "
+                  "already exited")
     return 0
 
 

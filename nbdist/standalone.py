@@ -120,12 +120,14 @@ def _is_ours(pid: int) -> bool:
 
 def find_token(address: str, token: str | None = None) -> bytes:
     """The cluster secret for ``address``: ``token``, else $NBDIST_TOKEN, else the state
-    directory of a ``start`` on this machine for that cluster."""
+    directory of a ``start`` on this machine for that cluster (one still running: an earlier
+    cluster at the same address that exited left its own, now useless, token)."""
     text = token or os.environ.get("NBDIST_TOKEN")
     if not text:
         want = head_address(address)
         for session in sessions():
-            if _same_address(session.head, want) and (session.path / "token").exists():
+            if (_same_address(session.head, want) and session.alive()
+                    and (session.path / "token").exists()):
                 text = session.token
                 break
     if not text:
@@ -484,14 +486,16 @@ def _zombie(pid: int) -> bool:
         return True
 
 
-def stop_all(address: str | None = None) -> list[Session]:
+def stop_all(address: str | None = None) -> list[tuple[Session, bool]]:
+    """Stop every session (or ``address``'s) and remove its files; for each, whether any of
+    its processes still ran. A session whose processes had already exited (killed, or the
+    machine rebooted) leaves only files, which go too: it was not stopped."""
     want = head_address(address) if address else None
     done = []
     # Nodes before heads: a node that loses its head first only logs it.
     for session in sorted(sessions(), key=lambda s: s.role != "node"):
         if want is None or _same_address(session.head, want):
-            stop_session(session)
-            done.append(session)
+            done.append((session, bool(stop_session(session))))
     return done
 
 

@@ -6,7 +6,8 @@ This package sees only nbdist's public names and ``nbdist.events``; the engine n
     magics            %nbdist start|status|stop, %%remote            (magics.py)
     submitter tag     the running cell's execute_request msg_id      (output.CellRouter)
     output handler    remote stdout/stderr into the submitting cell  (output.CellRouter)
-    custom exc        remote errors shown as the user's own type     (output.CellRouter)
+    custom exc        remote errors shown as the user's own type,    (output.CellRouter)
+                      an interrupted get/wait as one line
     interrupt         KeyboardInterrupt cancels the cell's tasks     (output.CellRouter)
     display           ObjectRef HTML, get/wait progress bars, Out[] rule  (display.py)
     comm bridge       target "nbdist" for the JupyterLab panel       (bridge.py, if present)
@@ -50,7 +51,8 @@ class _Extension:
         ip.events.register("post_run_cell", self.guard.post_run_cell)
         events.set_submitter(self.router.submitter)
         events.set_output_handler(self.router.handle_output)
-        ip.set_custom_exc((nbdist.exceptions.TaskError,), self.router.show_task_error)
+        ip.set_custom_exc((nbdist.exceptions.TaskError, KeyboardInterrupt),
+                          self.router.show_exception)
         html = ip.display_formatter.formatters["text/html"]
         html.for_type(nbdist.ObjectRef, ref_html)
         self._unsubscribe.append(events.subscribe(self.progress.on_events, WAIT_KINDS))

@@ -30,6 +30,10 @@ import nbdist
 class _Parser(argparse.ArgumentParser):
     """argparse that raises UsageError (with the valid flags) instead of exiting."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.commands: dict[str, argparse.ArgumentParser] = {}  # subcommand -> its parser
+
     def error(self, message: str) -> Any:
         raise UsageError(f"{self.prog}: {message}\n\n{self.format_usage()}")
 
@@ -77,6 +81,7 @@ def _nbdist_parser() -> _Parser:
     timeline.add_argument("file", nargs="?", metavar="FILE",
                           help="write the Chrome-trace JSON here (open it in chrome://tracing "
                                "or https://ui.perfetto.dev)")
+    p.commands = dict(sub.choices)
     return p
 
 
@@ -93,11 +98,17 @@ def _parse(parser: _Parser, line: str) -> argparse.Namespace | None:
     import shlex
 
     try:
-        return parser.parse_args(shlex.split(line))
+        args, extra = parser.parse_known_args(shlex.split(line))
     except _HelpShown:
         return None
     except ValueError as exc:  # shlex: unbalanced quotes
         raise UsageError(f"{parser.prog}: {exc}\n\n{parser.format_usage()}") from exc
+    if extra:
+        # argparse hands a subcommand's unknown flags up to the top parser, whose usage
+        # does not list them: name the flags of the subcommand that was given.
+        owner = parser.commands.get(getattr(args, "command", None) or "", parser)
+        owner.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
 
 
 # Options that only make sense for one kind: a cell may define functions and classes together.

@@ -12,6 +12,12 @@ How a remote ``print`` finds its cell::
     post_run_cell     a cell that ended in KeyboardInterrupt has its unfinished tasks
                       cancelled (force=True kills their workers, so their CPUs free at once)
 
+Interrupts: a KeyboardInterrupt that arrives while the cell waits inside nbdist (a blocked
+``get`` or ``wait``) would show the engine's own frames (its socket loop), which say nothing to
+the user. The handler for it cancels the cell's tasks at once and shows one line saying what
+was interrupted and what was cancelled, under the cell's own frames up to the call. An
+interrupt anywhere else gets IPython's usual traceback.
+
 Remote errors: ``get`` raises an exception that is both a TaskError and the user's type. The
 handler installed with ``ip.set_custom_exc`` shows it as the user's type and message, the cell's
 own frames up to the ``get`` call (driver frames inside nbdist are dropped) and the remote
@@ -52,6 +58,7 @@ class CellRouter:
         self._lock = threading.Lock()
         self._parents: collections.OrderedDict[str, dict[str, Any]] = collections.OrderedDict()
         self.current_tag: str | None = None
+        self._cancelled_tag: str | None = None  # the interrupt handler already cancelled it
 
     # -- cell lifecycle (IPython events, main thread) --------------------------------------
 
@@ -70,8 +77,10 @@ class CellRouter:
                     self._parents.popitem(last=False)
 
     def post_run_cell(self, result: Any) -> None:
-        if isinstance(getattr(result, "error_in_exec", None), KeyboardInterrupt):
+        interrupted = isinstance(getattr(result, "error_in_exec", None), KeyboardInterrupt)
+        if interrupted and self._cancelled_tag != self.current_tag:
             self.cancel_cell(self.current_tag)
+        self._cancelled_tag = None
 
     def cancel_cell(self, tag: str | None) -> int:
         """Cancel what the cell ``tag`` submitted and has not finished; returns the count."""
@@ -104,7 +113,33 @@ class CellRouter:
         finally:
             self.ip.reset_thread_parent(tokens)
 
-    # -- remote errors (main thread) -------------------------------------------------------
+    # -- remote errors and interrupts (main thread) ----------------------------------------
+
+    def show_exception(self, shell: Any, etype: type, value: BaseException,
+                       tb: TracebackType | None, tb_offset: int | None = None) -> list[str]:
+        """The ``set_custom_exc`` handler: remote errors and interrupts."""
+        if isinstance(value, KeyboardInterrupt):
+            return self.show_interrupt(shell, etype, value, tb, tb_offset)
+        return self.show_task_error(shell, etype, value, tb, tb_offset)
+
+    def show_interrupt(self, shell: Any, etype: type, value: BaseException,
+                       tb: TracebackType | None, tb_offset: int | None = None) -> list[str]:
+        call = _nbdist_call(tb)
+        if call is None:
+            shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
+            return []
+        tag = self.current_tag
+        cancelled = self.cancel_cell(tag)
+        self._cancelled_tag = tag
+        what = (f"cancelled {cancelled} unfinished task{'s' if cancelled != 1 else ''} this "
+                "cell submitted" if cancelled else
+                "this cell had no unfinished tasks to cancel (work submitted by other cells "
+                "keeps running; nbdist.cancel(ref) stops it)")
+        message = f"{call}() was interrupted; {what}."
+        stb = ["-" * 75, f"{'KeyboardInterrupt':<42}Traceback (most recent call last)",
+               *_local_frames(shell, tb), f"KeyboardInterrupt: {message}"]
+        shell._showtraceback(etype, KeyboardInterrupt(message), stb)
+        return stb
 
     def show_task_error(self, shell: Any, etype: type, value: BaseException,
                         tb: TracebackType | None, tb_offset: int | None = None) -> list[str]:
@@ -152,12 +187,28 @@ def format_task_error(shell: Any, value: BaseException, tb: TracebackType | None
     return blocks
 
 
+def _nbdist_call(tb: TracebackType | None) -> str | None:
+    """The nbdist call the traceback entered nbdist through (``nbdist.get``,
+    ``ActorMethod.remote``); None if it never entered nbdist."""
+    for frame, _ in traceback.walk_tb(tb):
+        code = frame.f_code
+        if _in_nbdist(code.co_filename):
+            if frame.f_globals.get("__name__") == "nbdist.api":
+                return f"nbdist.{code.co_name}"
+            return getattr(code, "co_qualname", code.co_name)  # 3.11+
+    return None
+
+
+def _in_nbdist(filename: str) -> bool:
+    return str(Path(filename).resolve()).startswith(_NBDIST_DIR)
+
+
 def _local_frames(shell: Any, tb: TracebackType | None) -> list[str]:
     """The driver-side frames of user code, stopping where the call enters nbdist."""
     out = []
     for frame, lineno in traceback.walk_tb(tb):
         filename = frame.f_code.co_filename
-        if str(Path(filename).resolve()).startswith(_NBDIST_DIR):
+        if _in_nbdist(filename):
             break
         if "IPython" in filename and "interactiveshell" in filename:
             continue  # run_code's own frame

@@ -9,6 +9,7 @@ whatever is left even when the test fails.
 from __future__ import annotations
 
 import glob
+import os
 import signal
 import stat
 import subprocess
@@ -18,6 +19,7 @@ import time
 
 import pytest
 from clusters import Cli, alive, start_head
+from polling import poll
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.nbdist_only]
 
@@ -118,6 +120,27 @@ def test_clear_errors(cli: Cli) -> None:
     both = cli.python(f"import nbdist\nnbdist.init(address={address!r}, num_cpus=4)")
     assert both.returncode != 0 and "do not pass num_cpus" in both.stderr
     assert "stopped the head" in cli.run("stop").stdout
+
+
+def test_a_cluster_that_died_is_not_reported_as_stopped_again(cli: Cli) -> None:
+    # The head and node of a first cluster are killed (a crash, a reboot); a new one starts at
+    # the same address. Only the new one was running, so only it is named as stopped.
+    shm_before = set(glob.glob("/dev/shm/nbdist-*"))
+    address = start_head(cli, "--num-cpus", "1")
+    dead = cli.pids()
+    for pid in dead:
+        os.kill(pid, signal.SIGKILL)
+    poll(lambda: not any(alive(p) for p in dead), timeout=10, what="the killed daemons gone")
+    port = address.rsplit(":", 1)[1]
+    assert start_head(cli, "--num-cpus", "1", "--port", port) == address
+    assert len(cli.status()["nodes"]) == 1  # the new cluster's token, not the dead one's
+    stopped = cli.run("stop").stdout.splitlines()
+    assert stopped.count(f"stopped the head of {address}") == 1, stopped
+    assert (f"removed the files of a head of {address} whose processes had already exited"
+            in stopped), stopped
+    assert not list(cli.state.iterdir())
+    assert not set(glob.glob("/dev/shm/nbdist-*")) - shm_before
+    assert "nothing started" in cli.run("stop").stdout
 
 
 def test_a_killed_drivers_warm_file_goes_with_its_connection(cli: Cli) -> None:

@@ -270,6 +270,16 @@ def nap(seconds: float) -> str:
     return "rested"
 
 
+def test_an_impossible_memory_request_shows_sizes_in_binary_units() -> None:
+    with pytest.raises(ValueError) as info:
+        nbdist.get(divide.options(memory=3 * 2**40 + 2**39).remote(1, 2))
+    message = str(info.value)
+    assert "'divide' needs {CPU: 1, memory: 3584.0 GiB} but the cluster has only" in message
+    assert re.search(r"memory: \d+\.\d [KMG]iB, object_store_memory: \d+\.\d [KMG]iB",
+                     message), message
+    assert not re.search(r"\de[+-]\d", message), message
+
+
 def test_get_timeout_on_a_long_task() -> None:
     slow = nap.remote(60)
     try:

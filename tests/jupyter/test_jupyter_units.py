@@ -45,7 +45,8 @@ def test_refs_are_found_inside_containers_but_not_deeper_than_two_levels() -> No
 def test_kernel_json_runs_this_python_with_the_extension() -> None:
     spec = kernelspec.kernel_json("Python 3 (nbdist)", python="/py")
     assert spec["argv"] == ["/py", "-m", "ipykernel_launcher", "-f", "{connection_file}",
-                            "--IPKernelApp.extensions=['nbdist']"]
+                            '--IPKernelApp.exec_lines=["__import__(\'nbdist\')'
+                            '.load_ipython_extension(get_ipython())"]']
 
 
 def test_load_and_unload_in_a_plain_shell() -> None:
@@ -64,7 +65,7 @@ def test_load_and_unload_in_a_plain_shell() -> None:
         assert html.lookup_by_type(nbdist.ObjectRef) is not None
         ip.run_cell("x = 1")
         assert events.current_submitter() is not None
-        assert ip.custom_exceptions == (nbdist.exceptions.TaskError,)
+        assert ip.custom_exceptions == (nbdist.exceptions.TaskError, KeyboardInterrupt)
     finally:
         unload_ipython_extension(ip)
         InteractiveShell.clear_instance()

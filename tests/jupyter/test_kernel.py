@@ -92,6 +92,17 @@ def test_bad_flags_raise_usage_error_listing_valid_ones(shared_kernel: KernelSes
     assert "--num-cpus" in k.ok("%nbdist start --help")
 
 
+def test_an_unknown_flag_of_a_command_shows_that_commands_usage(
+        shared_kernel: KernelSession) -> None:
+    k = shared_kernel
+    content, msg_id = k.execute("%nbdist start --bogus")
+    assert content["status"] == "error" and content["ename"] == "UsageError"
+    shown = k.text_for(msg_id, "stderr")
+    assert "%nbdist start: unrecognized arguments: --bogus" in shown
+    assert "usage: %nbdist start" in shown and "--num-cpus" in shown and "--address" in shown
+    assert "{start,status,stop" not in shown
+
+
 def test_remote_cell_makes_functions_and_classes_remote(shared_kernel: KernelSession) -> None:
     k = shared_kernel
     # A class and a closure factory from earlier plain cells, a global of the remote cell.
