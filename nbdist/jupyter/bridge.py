@@ -64,6 +64,7 @@ from typing import Any
 import nbdist
 from nbdist import events, runtime
 
+from . import schema
 from .model import SCHEMA_VERSION, Json, Model
 
 __all__ = ["SCHEMA_VERSION", "TARGET", "register", "unregister"]
@@ -246,7 +247,7 @@ class Hub:
             thread.join(5)
         self._replay = events.Replay()
 
-    def _snapshot(self) -> Json:
+    def _snapshot(self) -> schema.Snapshot:
         summary = self.summary() if self._model.grouped else None
         with self._model_lock:
             if summary is not None:

@@ -43,7 +43,7 @@ import ipywidgets as widgets
 import nbdist
 from nbdist import events, tracing
 
-from . import plots
+from . import plots, schema
 from .model import Model
 
 __all__ = ["LiveView", "show"]
@@ -63,7 +63,7 @@ def _mib(n: float) -> str:
     return f"{n / 2**20:.1f} MiB"
 
 
-def summary_html(snap: dict[str, Any], status: str) -> str:
+def summary_html(snap: schema.Snapshot, status: str) -> str:
     """The one-line summary above the view."""
     t = snap["totals"]
     workers = [w for w in snap["workers"].values() if w["state"] == "up"]
@@ -82,7 +82,7 @@ def summary_html(snap: dict[str, Any], status: str) -> str:
             + " · ".join(parts) + "</div>")
 
 
-def objects_html(snap: dict[str, Any], max_rows: int = MAX_OBJECT_ROWS) -> str:
+def objects_html(snap: schema.Snapshot, max_rows: int = MAX_OBJECT_ROWS) -> str:
     """The object store table (the largest objects first), or per-node totals once grouped."""
     if snap.get("grouped"):
         rows = "".join(
@@ -109,8 +109,8 @@ def objects_html(snap: dict[str, Any], max_rows: int = MAX_OBJECT_ROWS) -> str:
             + ("" if objs else "<p><i>no objects in the store</i></p>"))
 
 
-def waits_to_show(snap: dict[str, Any],
-                  max_finished: int = MAX_FINISHED_WAIT_BARS) -> list[dict[str, Any]]:
+def waits_to_show(snap: schema.Snapshot,
+                  max_finished: int = MAX_FINISHED_WAIT_BARS) -> list[schema.Wait]:
     """Active waits (all of them) and the last few finished ones, oldest first."""
     waits = sorted(snap["waits"].values(), key=lambda w: (w["started"] or 0, w["id"]))
     finished = [w for w in waits if w["done"]][-max_finished:] if max_finished else []
@@ -149,7 +149,7 @@ class LiveView:
         self._unsubscribe: Any = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._snap: dict[str, Any] | None = None
+        self._snap: schema.Snapshot | None = None
         self._timeline_version = -1
         self._graph_dirty = self._timeline_dirty = False
         self._last_figures = float("-inf")
@@ -283,7 +283,7 @@ class LiveView:
             self._last_figures = now
             self._render_figures()
 
-    def _update_waits(self, snap: dict[str, Any]) -> None:
+    def _update_waits(self, snap: schema.Snapshot) -> None:
         shown = waits_to_show(snap)
         ids = [w["id"] for w in shown]
         for wid in [wid for wid in self._bars if wid not in ids]:

@@ -45,10 +45,11 @@ from __future__ import annotations
 import collections
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, cast
 
 from nbdist import events as ev
 
+from . import schema
 from .model_records import (
     FAILED,
     FINISHED,
@@ -94,7 +95,7 @@ class Model:
         self.grouped = False
         self.cluster = False
         self._tasks: dict[str, TaskRecord] = {}
-        self._failed: collections.OrderedDict[str, Json] = collections.OrderedDict()
+        self._failed: collections.OrderedDict[str, schema.Task] = collections.OrderedDict()
         self._groups: dict[tuple[str, str | None], GroupRecord] = {}
         self._group_ids: dict[str, GroupRecord] = {}
         self._edges: dict[tuple[str, str], int] = {}
@@ -114,8 +115,8 @@ class Model:
         self._open_waits: list[WaitRecord] = []
         self._workers: dict[str, WorkerRecord] = {}
         self._nodes: dict[str, NodeRecord] = {}
-        self._actors: dict[str, Json] = {}
-        self._totals: Json = {"tasks": 0, **dict.fromkeys(STATES, 0), "objects": 0,
+        self._actors: dict[str, schema.Actor] = {}
+        self._totals: dict[str, int] = {"tasks": 0, **dict.fromkeys(STATES, 0), "objects": 0,
                               "objects_freed": 0, "bytes": 0, "output_lines": 0,
                               "dropped_events": 0}
         self._dirty = Dirty()
@@ -143,11 +144,11 @@ class Model:
             if handler is not None:
                 handler(event)
 
-    def snapshot(self) -> Json:
+    def snapshot(self) -> schema.Snapshot:
         """The whole state as one message; does not disturb delta tracking."""
         if self.grouped:
             tasks = dict(self._failed)
-            objects: Json = {}
+            objects: dict[str, schema.StoredObject] = {}
         else:
             tasks = {tid: t.to_json() for tid, t in self._tasks.items()}
             objects = {oid: o.to_json() for oid, o in self._objects.items()}
@@ -160,8 +161,8 @@ class Model:
             "objects": objects, "waits": {wid: w.to_json() for wid, w in self._waits.items()},
             "workers": {k: w.to_json() for k, w in self._workers.items()},
             "nodes": {k: n.to_json() for k, n in self._nodes.items()},
-            "actors": {k: dict(a) for k, a in self._actors.items()},
-            "totals": dict(self._totals),
+            "actors": {k: a.copy() for k, a in self._actors.items()},
+            "totals": cast(schema.Totals, dict(self._totals)),
         }
 
     def apply_summary(self, summary: ev.TaskSummary) -> None:
@@ -230,7 +231,7 @@ class Model:
             return 0
         return len(self._dirty.tasks) + len(self._dirty.objects)
 
-    def take_delta(self) -> Json | None:
+    def take_delta(self) -> schema.Snapshot | schema.Delta | None:
         """Everything changed since the previous call, or None if nothing did.
 
         Right after the switch to grouped mode this returns a snapshot instead."""
@@ -257,8 +258,8 @@ class Model:
             "waits_removed": sorted(dirty.waits_removed),
             "workers": {k: self._workers[k].to_json() for k in dirty.workers},
             "nodes": {k: self._nodes[k].to_json() for k in dirty.nodes},
-            "actors": {k: dict(self._actors[k]) for k in dirty.actors},
-            "totals": dict(self._totals),
+            "actors": {k: self._actors[k].copy() for k in dirty.actors},
+            "totals": cast(schema.Totals, dict(self._totals)),
         }
 
     def _task_records(self, ids: set[str]) -> Json:

@@ -9,11 +9,13 @@ constants here are the schema's states and the limits that bound a message's siz
 from __future__ import annotations
 
 import collections
-from typing import Any
+from typing import Any, overload
 
 from nbdist import events as ev
 
-SCHEMA_VERSION = 3
+from . import schema
+
+SCHEMA_VERSION = schema.SCHEMA_VERSION
 
 # Once grouped, these records are not followed: the engine's TaskSummary says it all.
 HOT_KINDS = frozenset(("task_submitted", "task_started", "task_finished", "task_retried",
@@ -35,6 +37,10 @@ WORKER_SPANS = 20  # last tasks per worker sent for the panel's timeline (groupe
 Json = dict[str, Any]
 
 
+@overload
+def ms(value: float) -> float: ...
+@overload
+def ms(value: float | None) -> float | None: ...
 def ms(value: float | None) -> float | None:
     # Milliseconds are all a timeline needs; fewer digits make smaller messages.
     return None if value is None else round(value, 3)
@@ -62,7 +68,7 @@ class TaskRecord:
         self.stdout: collections.deque[str] | None = None  # made by its first line
         self.missing = missing  # arguments not ready yet
 
-    def to_json(self, max_lines: int | None = None) -> Json:
+    def to_json(self, max_lines: int | None = None) -> schema.Task:
         lines = list(self.stdout) if self.stdout is not None else []
         if max_lines is not None:
             lines = lines[-max_lines:]
@@ -83,7 +89,7 @@ class GroupRecord:
         self.id, self.name, self.submitter = gid, name, submitter
         self.counts = dict.fromkeys(STATES, 0)
 
-    def to_json(self) -> Json:
+    def to_json(self) -> schema.Group:
         return {"id": self.id, "name": self.name, "submitter": self.submitter,
                 "counts": dict(self.counts), "total": sum(self.counts.values())}
 
@@ -99,7 +105,7 @@ class ObjectRecord:
         self.uses = 0  # unfinished tasks taking it as an argument: it is pinned while > 0
         self.spilled = False
 
-    def to_json(self) -> Json:
+    def to_json(self) -> schema.StoredObject:
         return {"id": self.id, "size": self.size, "node": self.node, "locations": [self.node],
                 "owner": self.owner, "task": self.task, "in_shared_memory": self.shm,
                 "state": "spilled" if self.spilled else "live", "created": ms(self.created),
@@ -122,7 +128,7 @@ class WaitRecord:
         self.ended: float | None = None
         self.done = self.timed_out = False
 
-    def to_json(self) -> Json:
+    def to_json(self) -> schema.Wait:
         return {"id": self.id, "call": self.call, "num_returns": self.num_returns,
                 "total": self.total, "ready": self.ready, "submitter": self.submitter,
                 "done": self.done, "timed_out": self.timed_out, "started": ms(self.started),
@@ -141,7 +147,7 @@ class WorkerRecord:
         # [task id, name, started, ended, failed] of the last tasks it ran, oldest first
         self.spans: collections.deque[list[Any]] = collections.deque(maxlen=WORKER_SPANS)
 
-    def to_json(self) -> Json:
+    def to_json(self) -> schema.Worker:
         return {"id": self.key, "node": self.node, "pid": self.pid, "state": self.state,
                 "task": self.task, "task_name": self.task_name, "tasks_done": self.tasks_done,
                 "busy_s": round(self.busy, 3), "spans": list(self.spans)}
@@ -157,7 +163,7 @@ class NodeRecord:
         self.resources: dict[str, float] = {}
         self.workers = self.running = self.objects = self.bytes = self.shm_bytes = 0
 
-    def to_json(self) -> Json:
+    def to_json(self) -> schema.ClusterNode:
         capacity = self.resources.get("CPU") or self.workers or 1
         return {"id": self.id, "state": self.state, "address": self.address,
                 "resources": self.resources, "workers": self.workers, "running": self.running,

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nbdist.tracing import FAILED, FINISHED, RETRIED, RUNNING, Execution
@@ -110,7 +110,7 @@ def _group_state(counts: dict[str, int]) -> str:
     return FINISHED
 
 
-def graph_data(snapshot: dict[str, Any]) -> tuple[Columns, Columns]:
+def graph_data(snapshot: Mapping[str, Any]) -> tuple[Columns, Columns]:
     """(node columns, edge columns) of the task graph of a model snapshot."""
     nodes: Columns = {k: [] for k in ("x", "y", "id", "name", "state", "color", "size",
                                       "detail")}
@@ -157,7 +157,7 @@ def graph_data(snapshot: dict[str, Any]) -> tuple[Columns, Columns]:
     return nodes, edges
 
 
-def graph_figure(snapshot: dict[str, Any],
+def graph_figure(snapshot: Mapping[str, Any],
                  columns: tuple[Columns, Columns] | None = None) -> Any:
     """The bokeh task graph of a model snapshot (``columns``: its `graph_data`, if made)."""
     from bokeh.models import ColumnDataSource, HoverTool

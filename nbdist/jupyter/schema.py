@@ -1,0 +1,169 @@
+"""The ``nbdist`` comm schema as types: the Python side of ``labextension/src/protocol.ts``.
+
+``docs/comm-protocol.md`` is the contract. Each TypedDict here has the name and the fields of the
+TypeScript interface it mirrors (fields of a ``total=False`` part are optional there, ``name?:``);
+the panel model's records are annotated with them, so mypy checks every message the kernel
+builds, and ``tests/unit/test_comm_schema.py`` checks that the two files agree field by field.
+A change of either side bumps ``SCHEMA_VERSION`` in both.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, TypedDict, Union
+
+SCHEMA_VERSION = 3
+COMM_TARGET = "nbdist"
+
+TaskState = Literal["pending", "scheduled", "running", "finished", "failed"]
+
+
+class Task(TypedDict):
+    id: str
+    name: str
+    state: str
+    deps: list[str]
+    dep_tasks: list[str]
+    returns: list[str]
+    parent: str | None
+    actor: str | None
+    submitter: str | None
+    group: str
+    node: str | None
+    worker: int | None
+    submitted: float | None
+    started: float | None
+    ended: float | None
+    error_type: str | None
+    error: str | None
+    attempt: int
+    stdout: list[str]
+
+
+class Group(TypedDict):
+    id: str
+    name: str
+    submitter: str | None
+    counts: dict[str, int]
+    total: int
+
+
+class _StoredObjectFields(TypedDict):
+    id: str
+    size: int
+    node: str
+    locations: list[str]
+    owner: str
+    task: str | None
+    in_shared_memory: bool
+    state: str
+    created: float
+
+
+class StoredObject(_StoredObjectFields, total=False):
+    refs: int | None  # refs the driver holds (None: not known)
+    pinned: bool  # an argument of a task that has not finished
+    spilled: bool  # moved to disk by the node
+
+
+class Wait(TypedDict):
+    id: str
+    call: str
+    num_returns: int
+    total: int
+    ready: int
+    submitter: str | None
+    done: bool
+    timed_out: bool
+    started: float
+    ended: float | None
+
+
+class Worker(TypedDict):
+    id: str
+    node: str
+    pid: int
+    state: str
+    task: str | None
+    task_name: str | None
+    tasks_done: int
+    busy_s: float
+    spans: list[list[object]]
+
+
+class ClusterNode(TypedDict):
+    id: str
+    state: str
+    address: str | None
+    resources: dict[str, float]
+    workers: int
+    running: int
+    capacity: float
+    utilization: float
+    objects: int
+    bytes: int
+    shm_bytes: int
+
+
+class Actor(TypedDict):
+    id: str
+    class_name: str
+    name: str | None
+    state: str
+    restarts: int
+    reason: str | None
+
+
+class Totals(TypedDict):
+    tasks: int
+    pending: int
+    scheduled: int
+    running: int
+    finished: int
+    failed: int
+    objects: int
+    objects_freed: int
+    bytes: int
+    output_lines: int
+    dropped_events: int
+
+
+class _StateFields(TypedDict):
+    schema: int
+    seq: int
+    time: float
+    grouped: bool
+    cluster: bool
+    tasks: dict[str, Task]
+    groups: dict[str, Group]
+    group_edges: list[list[object]]
+    objects: dict[str, StoredObject]
+    waits: dict[str, Wait]
+    workers: dict[str, Worker]
+    nodes: dict[str, ClusterNode]
+    actors: dict[str, Actor]
+    totals: Totals
+
+
+class StateMessage(_StateFields, total=False):
+    as_of: float  # every event record published before this time is in the message
+    news_since: float  # on deltas with new records: each was published after this time
+
+
+class Snapshot(StateMessage):
+    type: Literal["snapshot"]
+
+
+class Delta(StateMessage):
+    type: Literal["delta"]
+    tasks_removed: list[str]
+    objects_removed: list[str]
+    waits_removed: list[str]
+
+
+class ErrorMessage(TypedDict):
+    schema: int
+    type: Literal["error"]
+    message: str
+
+
+KernelMessage = Union[Snapshot, Delta, ErrorMessage]
