@@ -5,7 +5,7 @@ local cluster with a shared-memory object store; code written for Ray's core API
 ``import nbdist as ray``. The names below are the whole public surface.
 """
 
-from . import events, exceptions
+from . import events, exceptions, util  # util: like ray.util, part of `import nbdist`
 from .actor import ActorClass, ActorHandle, method
 from .api import (
     available_resources,
@@ -84,5 +84,6 @@ __all__ = [
     "show",
     "shutdown",
     "timeline",
+    "util",
     "wait",
 ]

@@ -121,6 +121,12 @@ class ActorClass:
                                            name))
         return handle
 
+    def bind(self, *args: Any, **kwargs: Any) -> Any:
+        """A DAG node creating this actor (see `nbdist.dag`); ``node.method.bind`` binds calls."""
+        from .dag.nodes import bind_class
+
+        return bind_class(self, args, kwargs)
+
     def __repr__(self) -> str:
         return f"<nbdist actor class {self.__name__}>"
 
@@ -163,6 +169,12 @@ class ActorMethod:
         if options.get("name"):
             clone._task_name = options["name"]
         return clone
+
+    def bind(self, *args: Any, **kwargs: Any) -> Any:
+        """A DAG node for a call of this method (see `nbdist.dag`); runs on ``execute``."""
+        from .dag.nodes import bind_method
+
+        return bind_method(self, self._name, self._nret, args, kwargs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError(

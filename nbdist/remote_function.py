@@ -152,6 +152,12 @@ class RemoteFunction:
         clone._prepare()
         return clone
 
+    def bind(self, *args: Any, **kwargs: Any) -> Any:
+        """A DAG node for a call of this function (see `nbdist.dag`); runs on ``execute``."""
+        from .dag.nodes import bind_function
+
+        return bind_function(self, args, kwargs)
+
     def __repr__(self) -> str:
         return f"<nbdist remote function {self._name}>"
 

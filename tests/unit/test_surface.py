@@ -12,7 +12,7 @@ EXPECTED = {
     "ActorClass", "ActorHandle", "ObjectRef", "RemoteFunction", "available_resources",
     "cancel", "cancel_submitted", "cluster_resources", "events", "exceptions", "get", "get_actor",
     "get_runtime_context", "init", "is_initialized", "kill", "method", "nodes", "put",
-    "remote", "show", "shutdown", "timeline", "wait",
+    "remote", "show", "shutdown", "timeline", "util", "wait",
 }
 
 
