@@ -10,8 +10,8 @@ What runs: a notebook cell submits a three-stage DAG (``inc`` -> ``double`` -> `
 - **idle baseline**: the same interaction for 5 s before the run, with nothing running: on a
   shared machine this shows what the page gets at all;
 - **interaction**: every animation frame dispatches a pointer drag step (and every 10th frame
-  a wheel zoom) on the graph's canvas, so the graph is redrawn each frame as a user dragging
-  it would cause; the intervals between frames give the frame rate;
+  a Ctrl+wheel zoom) on the graph's canvas, so the graph is redrawn each frame as a user
+  dragging it would cause; the intervals between frames give the frame rate;
 - **lag**: each time the panel finishes rendering a kernel message, ``now - message time``
   (the kernel stamps each snapshot/delta with its wall clock when it takes it; kernel and
   browser share this machine's clock);
@@ -94,7 +94,7 @@ INSTRUMENT = """() => {
         canvas.dispatchEvent(new PointerEvent('pointermove', opts(dx)));
         if (b.step % 10 === 0) {
             canvas.dispatchEvent(new WheelEvent('wheel', {bubbles: true, cancelable: true,
-                clientX: x, clientY: y, deltaY: (b.step % 20 === 0) ? 60 : -60}));
+                ctrlKey: true, clientX: x, clientY: y, deltaY: (b.step % 20 === 0) ? 60 : -60}));
         }
         requestAnimationFrame(frame);
     };

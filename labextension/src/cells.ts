@@ -3,8 +3,11 @@
  *
  * nbdist tags tasks and waits with the execute request's msg_id (their `submitter`).
  * JupyterLab puts the cell's id in the request's metadata, so watching the requests each
- * notebook's kernel sends maps a tag back to a cell: the panel can name it and jump to it.
- * Tags of requests sent before the page loaded are unknown (shown as such).
+ * notebook's kernel sends maps a tag back to a cell: the panel can jump to it. The kernel's
+ * `execute_input` for that request carries its execution count, the `[5]` the user sees beside
+ * the cell for that run: the panel names the cell by it (its position would count markdown
+ * cells, and move as cells are added). Tags of requests sent before the page loaded are
+ * unknown (shown as such).
  */
 
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
@@ -13,6 +16,13 @@ import { Kernel, KernelMessage } from '@jupyterlab/services';
 interface CellRef {
   panel: NotebookPanel;
   cellId: string;
+  /** The execution count of the run the request started (null until the kernel says). */
+  count: number | null;
+}
+
+/** How a cell is named: by its execution count, as its prompt shows it. */
+export function cellLabel(count: number | null | undefined): string {
+  return `in cell [${count === null || count === undefined ? '*' : count}]`;
 }
 
 const MAX_TAGS = 5000;
@@ -42,25 +52,35 @@ export class CellIndex {
 
   private onMessage(panel: NotebookPanel, args: Kernel.IAnyMessageArgs): void {
     const msg = args.msg;
-    if (args.direction !== 'send' || msg.header.msg_type !== 'execute_request') {
+    const type = msg.header.msg_type;
+    if (args.direction === 'recv' && (type === 'execute_input' || type === 'execute_reply')) {
+      const ref = this.tags.get((msg.parent_header as { msg_id?: string }).msg_id ?? '');
+      const count = (msg.content as { execution_count?: unknown }).execution_count;
+      if (ref && ref.count === null && typeof count === 'number') {
+        ref.count = count;
+      }
+      return;
+    }
+    if (args.direction !== 'send' || type !== 'execute_request') {
       return;
     }
     const cellId = (msg as KernelMessage.IExecuteRequestMsg).metadata?.cellId;
     if (typeof cellId === 'string') {
-      this.tags.set(msg.header.msg_id, { panel, cellId });
+      this.tags.set(msg.header.msg_id, { panel, cellId, count: null });
       if (this.tags.size > MAX_TAGS) {
         this.tags.delete(this.tags.keys().next().value as string);
       }
     }
   }
 
-  /** "cell 3" (its position in its notebook), or a plain description when unknown. */
+  /** "in cell [5]" (the execution count of the run that sent it), or a plain description
+   * when unknown. */
   label(tag: string | null): string {
     if (!tag) {
       return 'outside a cell';
     }
-    const found = this.find(tag);
-    return found ? `in cell ${found.index + 1}` : 'in an earlier cell';
+    const ref = this.tags.get(tag);
+    return ref && (ref.count !== null || this.find(tag)) ? cellLabel(ref.count) : 'in an earlier cell';
   }
 
   /** Whether the cell of a tag is known and still exists. */

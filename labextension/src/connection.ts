@@ -25,7 +25,10 @@ export type LinkStatus =
   | 'unsupported'
   | 'failed';
 
-const LOAD_CODE = "get_ipython().extension_manager.load_extension('nbdist')";
+// The load hook itself, not IPython's extension manager: a load through the manager counts
+// nbdist as loaded, and the notebook's own `%load_ext nbdist` would then print "already
+// loaded". The hook installs once per shell, so the notebook's load is a silent no-op.
+const LOAD_CODE = "__import__('nbdist').load_ipython_extension(get_ipython())";
 
 export class KernelLink {
   status: LinkStatus = 'no-notebook';

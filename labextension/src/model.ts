@@ -14,7 +14,7 @@
  * Views learn what changed from `revision` counters per section and redraw only those.
  */
 
-import { StableLayout } from './layout';
+import { Lane, StableLayout } from './layout';
 import {
   Actor,
   ClusterNode,
@@ -63,6 +63,7 @@ export interface Revisions {
 const EMPTY_TOTALS: Totals = {
   tasks: 0,
   pending: 0,
+  scheduled: 0,
   running: 0,
   finished: 0,
   failed: 0,
@@ -335,7 +336,7 @@ export class PanelModel {
           });
         }
       }
-      const cell = layout.place(task.id, preds);
+      const cell = layout.place(task.id, preds, task.actor);
       nodes.push({
         id: task.id,
         kind: 'task',
@@ -399,6 +400,12 @@ export class PanelModel {
   /** A graph node by id. */
   graphNode(id: string): GraphNode | undefined {
     return this.graph().byId.get(id);
+  }
+
+  /** The actors' lanes of the task graph (none in grouped mode). */
+  lanes(): Lane[] {
+    this.graph();
+    return this.grouped ? [] : this.layout.lanes();
   }
 
   /** Grid extent of the graph: [columns, rows]. */

@@ -24,6 +24,7 @@ import {
   ObjectsView,
   setData,
   setText,
+  totalsText,
   WaitsView,
   WorkersView
 } from './views';
@@ -157,10 +158,7 @@ export class NbdistPanel extends Widget {
     setText(this.status, `${states[link.status]}${where}`);
     setText(
       this.totals,
-      link.status === 'connected'
-        ? `${t.tasks} tasks: ${t.pending} pending, ${t.running} running, ${t.finished} ` +
-          `finished, ${t.failed} failed · ${t.objects} objects (${formatBytes(t.bytes)})`
-        : ''
+      link.status === 'connected' ? totalsText(t) : ''
     );
     let message = '';
     let kind = 'info';

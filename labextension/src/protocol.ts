@@ -122,6 +122,8 @@ export interface Actor {
 export interface Totals {
   tasks: number;
   pending: number;
+  /** arguments ready, waiting for a worker */
+  scheduled: number;
   running: number;
   finished: number;
   failed: number;
@@ -147,6 +149,10 @@ interface StateMessage {
   nodes: Record<string, ClusterNode>;
   actors: Record<string, Actor>;
   totals: Totals;
+  /** every event record published before this time is in the message (Unix seconds) */
+  as_of?: number;
+  /** on deltas with new records: each was published after this time */
+  news_since?: number;
 }
 
 export interface Snapshot extends StateMessage {

@@ -5,7 +5,7 @@
  */
 
 import { PanelModel } from './model';
-import { ClusterNode, StoredObject, Wait } from './protocol';
+import { Actor, ClusterNode, StoredObject, Totals, Wait, Worker } from './protocol';
 
 export function formatBytes(n: number): string {
   const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
@@ -49,6 +49,25 @@ export function setData(node: HTMLElement, key: string, value: string): void {
   if (node.dataset[key] !== value) {
     node.dataset[key] = value;
   }
+}
+
+/** The header's totals: every state a task can be in, so the parts add up to the whole. */
+export function totalsText(t: Totals): string {
+  return (
+    `${t.tasks} tasks: ${t.pending} pending, ${t.scheduled ?? 0} scheduled, ` +
+    `${t.running} running, ${t.finished} finished, ${t.failed} failed · ` +
+    `${t.objects} objects (${formatBytes(t.bytes)})`
+  );
+}
+
+/** The workers' caption: a worker is busy while it runs a task, and only while it is up. */
+export function workersCaption(workers: Worker[], actors: Actor[]): string {
+  const busy = workers.filter(w => w.state === 'up' && w.task_name).length;
+  const alive = actors.filter(a => a.state === 'alive').length;
+  return (
+    `${workers.length} workers, ${busy} busy now · ${alive} actors alive` +
+    (actors.length > alive ? `, ${actors.length - alive} dead` : '')
+  );
 }
 
 /** Keyed rows: create missing ones, update all, drop the rest, keep `order`. */
@@ -133,6 +152,8 @@ export class ObjectsView {
         for (let i = 0; i < 8; i++) {
           row.appendChild(el('td', ''));
         }
+        // Where the panel is narrow, owner, locations, where and refs fold into this line.
+        row.appendChild(el('td', 'nbdist-object-more'));
         return row;
       },
       (row, obj) => {
@@ -149,6 +170,7 @@ export class ObjectsView {
           .filter(Boolean)
           .join(', ');
         setText(cells[7], state);
+        setText(cells[8], objectDetail(obj));
         row.dataset.objectRefs = String(obj.refs ?? '');
         row.dataset.objectPinned = String(Boolean(obj.pinned));
         row.dataset.objectSpilled = String(Boolean(obj.spilled));
@@ -186,6 +208,17 @@ export class ObjectsView {
       this.rows.sync(newest.slice(0, MAX_OBJECT_ROWS));
     }
   }
+}
+
+/** The columns a narrow object table folds into one line under the row. */
+function objectDetail(obj: StoredObject): string {
+  const refs = obj.refs === null || obj.refs === undefined ? '–' : String(obj.refs);
+  return [
+    `owner ${obj.owner}`,
+    `on ${obj.locations.join(', ') || '–'}`,
+    obj.in_shared_memory ? 'shared memory' : 'inline',
+    `refs ${refs}`
+  ].join(' · ');
 }
 
 function nodeCapacity(node: ClusterNode): HTMLElement {
@@ -366,7 +399,6 @@ export class WorkersView {
     const x = (t: number) => labelW + ((t - start) / TIMELINE_WINDOW_S) * (width - labelW);
     ctx.font = '10px sans-serif';
     ctx.textBaseline = 'middle';
-    let busy = 0;
     workers.forEach((worker, i) => {
       const y = i * (LANE_H + 4);
       ctx.fillStyle = worker.state === 'up' ? '#555' : '#aaa';
@@ -381,8 +413,7 @@ export class WorkersView {
         const a = x(Math.max(t0, start));
         ctx.fillRect(a, y, Math.max(1, x(t1) - a), LANE_H);
       }
-      if (worker.task_name) {
-        busy++;
+      if (worker.state === 'up' && worker.task_name) {
         ctx.fillStyle = '#2f80ed';
         ctx.fillRect(x(end) - 3, y, 3, LANE_H);
       }
@@ -390,12 +421,6 @@ export class WorkersView {
     ctx.fillStyle = '#777';
     ctx.fillText(`−${TIMELINE_WINDOW_S} s`, labelW, height - 6);
     ctx.fillText('now', width - 24, height - 6);
-    const actors = [...this.model.actors.values()];
-    const alive = actors.filter(a => a.state === 'alive').length;
-    setText(
-      this.caption,
-      `${workers.length} workers, ${busy} busy now · ${alive} actors alive` +
-        (actors.length > alive ? `, ${actors.length - alive} dead` : '')
-    );
+    setText(this.caption, workersCaption(workers, [...this.model.actors.values()]));
   }
 }

@@ -31,7 +31,7 @@ function snapshot(fields: Partial<Snapshot> = {}): Snapshot {
     schema: SCHEMA_VERSION, type: 'snapshot', seq: 0, time: clock, grouped: false,
     cluster: true, tasks: {}, groups: {}, group_edges: [], objects: {}, waits: {}, workers: {},
     nodes: {}, actors: {},
-    totals: { tasks: 0, pending: 0, running: 0, finished: 0, failed: 0, objects: 0,
+    totals: { tasks: 0, pending: 0, scheduled: 0, running: 0, finished: 0, failed: 0, objects: 0,
               objects_freed: 0, bytes: 0, output_lines: 0, dropped_events: 0 },
     ...fields
   };

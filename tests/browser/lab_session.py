@@ -217,3 +217,105 @@ def temp_root(prefix: str) -> Path:
 
 def remove_tree(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
+
+
+# Installed before the page loads (``page.add_init_script``): records what the panel's graph
+# canvas draws, in CSS pixels of the canvas, from the browser's own 2D-context calls. Each
+# frame starts with a full clearRect, which starts a new record; `window.__nbdistGraph()` is the
+# last frame's fillRect boxes (with their fill colour) and fillText labels (with their on-screen
+# font size and width), and `frames` counts the frames drawn.
+GRAPH_PROBE = """(() => {
+    const P = CanvasRenderingContext2D.prototype;
+    const frames = new WeakMap();
+    let drawn = 0;
+    const ours = ctx => ctx.canvas.classList && ctx.canvas.classList.contains('nbdist-graph-canvas');
+    const screen = (ctx, x, y) => {
+        const m = ctx.getTransform(), r = window.devicePixelRatio || 1;
+        return [(m.a * x + m.c * y + m.e) / r, (m.b * x + m.d * y + m.f) / r, m.a / r];
+    };
+    const clear = P.clearRect, rect = P.fillRect, text = P.fillText;
+    P.clearRect = function (x, y, w, h) {
+        if (ours(this)) {
+            frames.set(this.canvas, []);
+            drawn++;
+        }
+        return clear.call(this, x, y, w, h);
+    };
+    P.fillRect = function (x, y, w, h) {
+        if (ours(this)) {
+            const [sx, sy, k] = screen(this, x, y);
+            frames.get(this.canvas)?.push({kind: 'rect', color: String(this.fillStyle),
+                                            x: sx, y: sy, w: w * k, h: h * k});
+        }
+        return rect.apply(this, arguments);
+    };
+    P.fillText = function (t, x, y) {
+        if (ours(this)) {
+            const [sx, sy, k] = screen(this, x, y);
+            const px = parseFloat(/([0-9.]+)px/.exec(this.font)[1]);
+            frames.get(this.canvas)?.push({kind: 'text', text: String(t), x: sx, y: sy,
+                                            w: this.measureText(t).width * k, size: px * k});
+        }
+        return text.apply(this, arguments);
+    };
+    window.__nbdistGraph = () => {
+        const canvas = document.querySelector('#nbdist-panel .nbdist-graph-canvas');
+        return {records: (canvas && frames.get(canvas)) || [], frames: drawn,
+                width: canvas ? canvas.clientWidth : 0, height: canvas ? canvas.clientHeight : 0};
+    };
+})();"""
+
+# In-page: what in the panel is cut or overlaps, as readable strings (empty when all reads).
+# Checked: every box that clips its content shows all of it across (scrollWidth <= clientWidth);
+# every piece of text lies across inside the panel and inside each box that clips it; no two
+# pieces of text, and no text and a bar, intersect. The graph's canvas area and the visually
+# hidden list are left out (the graph has its own checks).
+LAYOUT_PROBLEMS = """() => {
+    const panel = document.querySelector('#nbdist-panel');
+    const problems = [];
+    const left = el => el.closest('.nbdist-visually-hidden, .nbdist-graph-view, .nbdist-tooltip');
+    const shown = el => {
+        const s = getComputedStyle(el);
+        const r = el.getBoundingClientRect();
+        return s.display !== 'none' && s.visibility !== 'hidden' && r.width > 0 && r.height > 0;
+    };
+    const name = el => el.tagName.toLowerCase() + (el.className ? '.' + String(el.className)
+        .split(' ').join('.') : '') + ' "' + (el.textContent || '').trim().slice(0, 50) + '"';
+    const clips = el => ['hidden', 'auto', 'scroll', 'clip'].includes(getComputedStyle(el).overflowX);
+    const boxes = [];
+    for (const el of panel.querySelectorAll('*')) {
+        if (left(el) || !shown(el)) continue;
+        if (clips(el) && el.scrollWidth > el.clientWidth + 1) {
+            problems.push(`cut: ${name(el)} scrollWidth ${el.scrollWidth} > clientWidth ${el.clientWidth}`);
+        }
+        if (el.classList.contains('nbdist-bar')) boxes.push({el, r: el.getBoundingClientRect(), bar: true});
+        for (const node of el.childNodes) {
+            if (node.nodeType !== Node.TEXT_NODE || !node.textContent.trim()) continue;
+            const range = document.createRange();
+            range.selectNodeContents(node);
+            for (const r of range.getClientRects()) {
+                if (r.width < 1) continue;
+                boxes.push({el, r, bar: false});
+                for (let a = el; a && a !== panel.parentElement; a = a.parentElement) {
+                    if (a !== el && !clips(a) && a !== panel) continue;
+                    const c = a.getBoundingClientRect();
+                    if (r.left < c.left - 1 || r.right > c.right + 1) {
+                        problems.push(`text cut across by ${name(a)}: ${name(el)}`);
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    for (let i = 0; i < boxes.length; i++) {
+        for (let j = i + 1; j < boxes.length; j++) {
+            const a = boxes[i], b = boxes[j];
+            if (a.bar && b.bar) continue;
+            if (a.el === b.el && !a.bar) continue;
+            const x = Math.min(a.r.right, b.r.right) - Math.max(a.r.left, b.r.left);
+            const y = Math.min(a.r.bottom, b.r.bottom) - Math.max(a.r.top, b.r.top);
+            if (x > 1 && y > 1) problems.push(`overlap: ${name(a.el)} and ${name(b.el)}`);
+        }
+    }
+    return [...new Set(problems)];
+}"""
