@@ -10,6 +10,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from polling import importable_env
+
 from nbdist import lifetime
 
 NBDIST = str(Path(sys.executable).parent / "nbdist")
@@ -19,7 +21,8 @@ class Cli:
     """Runs `nbdist` commands and driver scripts with a state directory of the test's own."""
 
     def __init__(self, state: Path) -> None:
-        self.env = dict(os.environ, NBDIST_STATE_DIR=str(state))
+        # Driver scripts and remote functions they define can use tests/polling.py.
+        self.env = importable_env(dict(os.environ, NBDIST_STATE_DIR=str(state)))
         self.env.pop("NBDIST_TOKEN", None)
         self.state = state
 

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import cloudpickle
+import polling
 import pytest
 
 import nbdist
@@ -117,6 +118,8 @@ def _pickle_test_module_by_value(request: pytest.FixtureRequest) -> None:
     module = sys.modules.get(request.module.__name__)
     if module is not None:
         cloudpickle.register_pickle_by_value(module)
+    # Remote functions wait for their gates with ``polling.until``; workers cannot import it.
+    cloudpickle.register_pickle_by_value(polling)
 
 
 def _shm_files() -> set[str]:

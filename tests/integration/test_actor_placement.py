@@ -8,6 +8,8 @@ scripts attached with ``init(address=...)``.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from clusters import Cli, start_head
 
@@ -16,6 +18,7 @@ pytestmark = [pytest.mark.timeout(150), pytest.mark.nbdist_only]
 COUNTER = """
     import os, signal, time
     import nbdist
+    from polling import poll
 
     def node_pid(node_id):
         import json, subprocess, sys
@@ -33,7 +36,9 @@ COUNTER = """
         def where(self):
             print("counting on", nbdist.get_runtime_context().get_node_id()[:12], flush=True)
             return nbdist.get_runtime_context().get_node_id(), os.getpid()
-        def slow(self, seconds):
+        def slow(self, seconds, started=None):
+            if started:
+                open(started, "w").close()
             time.sleep(seconds)
             return nbdist.get_runtime_context().get_node_id()
 """
@@ -122,14 +127,16 @@ def test_actors_spread_over_nodes_with_room(cli: Cli) -> None:
     assert "nodes used 2" in out and "again 2" in out
 
 
-def test_an_actor_restarts_on_another_node_when_its_node_is_lost(cli: Cli) -> None:
+def test_an_actor_restarts_on_another_node_when_its_node_is_lost(
+        cli: Cli, tmp_path: Path) -> None:
     address = _head_and_two_beta_nodes(cli)
-    out = _driver(cli, address, """
+    started = str(tmp_path / "started")
+    out = _driver(cli, address, f"""
         keeps = Counter.options(max_restarts=1, max_task_retries=-1).remote()
         assert nbdist.get([keeps.add.remote(1) for _ in range(5)]) == [1, 2, 3, 4, 5]
         first, _ = nbdist.get(keeps.where.remote())
-        running = keeps.slow.remote(2)  # in flight when its node goes
-        time.sleep(0.5)
+        running = keeps.slow.remote(2, {started!r})  # in flight when its node goes
+        poll(lambda: os.path.exists({started!r}), timeout=60, what="the slow call to start")
         os.kill(node_pid(first), signal.SIGKILL)
         # The call in flight ran again on the restarted actor, elsewhere.
         second = nbdist.get(running, timeout=60)
@@ -154,13 +161,14 @@ def test_a_restart_in_the_hosting_process_counts_against_max_restarts(cli: Cli) 
         once = Counter.options(max_restarts=1).remote(7)
         node, pid = nbdist.get(once.where.remote())
         os.kill(pid, signal.SIGKILL)  # its process: restarted on the same node
-        deadline = time.time() + 60
-        while True:
+
+        def add_one():
             try:
-                value = nbdist.get(once.add.remote(1), timeout=60)
-                break
+                return nbdist.get(once.add.remote(1), timeout=60)
             except nbdist.exceptions.ActorDiedError:  # the call that met the crash
-                assert time.time() < deadline
+                return None
+
+        value = poll(add_one, timeout=60, what="a call the restarted actor answers")
         assert value == 8, value
         assert nbdist.get(once.where.remote())[0] == node
         print("restarted in place")

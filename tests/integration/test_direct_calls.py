@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from polling import poll, retrying, until
 
 import nbdist
 from nbdist import exceptions, runtime
@@ -67,12 +68,8 @@ class Log:
 
     def wait_for(self, started: str, gate: str) -> str:
         Path(started).touch()
-        deadline = time.monotonic() + 60
-        while not os.path.exists(gate):
-            if time.monotonic() > deadline:
-                return "gate never opened"
-            time.sleep(0.01)
-        return "released"
+        opened = until(lambda: os.path.exists(gate), timeout=60)
+        return "released" if opened else "gate never opened"
 
 
 @nbdist.remote
@@ -123,13 +120,13 @@ def test_order_holds_while_calls_switch_from_the_node_to_the_link() -> None:
     log = Log.remote()
     refs = [log.slow_add.remote(0, 0.3)]  # still running through the node ...
     sent = direct_sent()
-    deadline = time.monotonic() + 30
-    i = 1
-    while direct_sent() == sent and time.monotonic() < deadline:
-        refs.append(log.add.remote(i))  # ... these wait behind it, then the link takes over
-        i += 1
-        time.sleep(0.002)
-    assert direct_sent() > sent, "no call went over a link"
+
+    def one_more_call() -> bool:
+        refs.append(log.add.remote(len(refs)))  # ... these wait behind it, then the link
+        return direct_sent() > sent  # takes over
+
+    poll(one_more_call, timeout=30, interval=0.002, what="a call to go over a link")
+    i = len(refs)
     refs += [log.add.remote(j) for j in range(i, i + 50)]
     nbdist.get(refs)
     assert nbdist.get(log.all.remote()) == list(range(i + 50))
@@ -332,17 +329,6 @@ class Fragile:
         return "slept"
 
 
-def _retry_unavailable(fn, timeout: float = 30):
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return fn()
-        except exceptions.ActorUnavailableError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
-
-
 def test_a_worker_death_during_a_direct_call(fresh_cluster) -> None:
     actor = Fragile.options(max_restarts=1).remote()
     assert nbdist.get(actor.work.remote()) == 1
@@ -356,7 +342,8 @@ def test_a_worker_death_during_a_direct_call(fresh_cluster) -> None:
         nbdist.get(after, timeout=30)
     assert direct_sent() > sent
     # Restarted with fresh state; once its calls through the node end, over a link again.
-    assert _retry_unavailable(lambda: nbdist.get(actor.work.remote(), timeout=30)) == 1
+    assert retrying(lambda: nbdist.get(actor.work.remote(), timeout=30),
+                    on=exceptions.ActorUnavailableError, timeout=30) == 1
     assert nbdist.get(actor.pid.remote()) != first
     sent = direct_sent()
     assert nbdist.get(actor.work.remote()) == 2

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from polling import until
 
 import nbdist
 
@@ -25,11 +26,8 @@ def rendezvous(directory: str, me: int, parties: int) -> int:
     # Returns only once `parties` tasks run at the same time, so afterwards that many workers
     # exist and the timing tests below do not measure worker start-up.
     Path(directory, f"arrived-{me}").touch()
-    deadline = time.monotonic() + 60
-    while len(os.listdir(directory)) < parties:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"only {len(os.listdir(directory))} of {parties} tasks ran at once")
-        time.sleep(0.01)
+    if not until(lambda: len(os.listdir(directory)) >= parties, timeout=60):
+        raise TimeoutError(f"only {len(os.listdir(directory))} of {parties} tasks ran at once")
     return os.getpid()
 
 
@@ -104,11 +102,8 @@ def finish_in_turn(directory: str, turn: int) -> int:
     # completion order is fixed without relying on sleep lengths.
     if turn > 0:
         before = Path(directory, f"processed-{turn - 1}")
-        deadline = time.monotonic() + 60
-        while not before.exists():
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"result {turn - 1} was never processed")
-            time.sleep(0.01)
+        if not until(before.exists, timeout=60):
+            raise TimeoutError(f"result {turn - 1} was never processed")
     return turn
 
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from pathlib import Path
 
 import pytest
+from polling import retrying, until
 
 import nbdist
 from nbdist import exceptions
@@ -95,14 +95,8 @@ class Phoenix:
 
 def _call(ref_factory, *, timeout: float = 30):
     # A restarting actor may answer "unavailable, try again" (Ray does too); anything else counts.
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return nbdist.get(ref_factory(), timeout=timeout)
-        except exceptions.ActorUnavailableError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
+    return retrying(lambda: nbdist.get(ref_factory(), timeout=timeout),
+                    on=exceptions.ActorUnavailableError, timeout=timeout)
 
 
 def test_actor_is_restarted_up_to_max_restarts_with_fresh_state() -> None:
@@ -153,12 +147,8 @@ def test_actor_task_is_retried_on_the_restarted_actor(tmp_path: Path) -> None:
 @nbdist.remote
 def block_until(started: str, gate: str) -> str:
     Path(started).touch()
-    deadline = time.monotonic() + 60
-    while not os.path.exists(gate):
-        if time.monotonic() > deadline:
-            return "gate never opened"
-        time.sleep(0.01)
-    return "released"
+    opened = until(lambda: os.path.exists(gate), timeout=60)
+    return "released" if opened else "gate never opened"
 
 
 @pytest.mark.parametrize("force", [True, False])

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from polling import until
 
 import nbdist
 from nbdist import events, exceptions
@@ -26,10 +26,7 @@ def parent_shouts(text: str) -> str:
 
 @nbdist.remote
 def wait_for(gate: str) -> str:
-    deadline = time.monotonic() + 60
-    while not Path(gate).exists() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    return "released"
+    return "released" if until(Path(gate).exists, timeout=60) else "gate never opened"
 
 
 @pytest.fixture

@@ -5,7 +5,8 @@ READY. The test then records every process the driver started, found two ways: w
 pids under /proc, and looking for a token the driver put in its environment (which catches a
 process that was re-parented away from the tree). It then ends the driver (SIGKILL, a clean
 ``shutdown()``, or a normal exit) and waits, with a deadline, for every one of those processes
-and the driver's /dev/shm/nbdist-* files to go away.
+and the driver's /dev/shm/nbdist-* files to go away. The deadline is no promise of speed: it is
+generous for a loaded machine, and what the tests pin is that nothing stays for good.
 """
 
 from __future__ import annotations
@@ -18,19 +19,19 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from polling import until
 
 import nbdist
 
 pytestmark = pytest.mark.timeout(120)
 
-EXIT_DEADLINE = 5.0
+EXIT_DEADLINE = 30.0
 TOKEN_VAR = "NBDIST_LIFECYCLE_TEST_TOKEN"
 
 DRIVER = textwrap.dedent(
@@ -187,16 +188,15 @@ class Driver:
             self.stderr.append(line)
 
     def expect(self, wanted: str, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            remaining = deadline - time.monotonic()
+        def printed() -> bool:
             try:
-                line = self.lines.get(timeout=max(remaining, 0.01))
+                return self.lines.get(timeout=0.1) == wanted
             except queue.Empty:
-                tail = "".join(self.stderr[-40:])
-                pytest.fail(f"driver never printed {wanted!r}; exit={self.proc.poll()}\n{tail}")
-            if line == wanted:
-                return
+                return False
+
+        if not until(printed, timeout=timeout, interval=0):
+            tail = "".join(self.stderr[-40:])
+            pytest.fail(f"driver never printed {wanted!r}; exit={self.proc.poll()}\n{tail}")
 
     def tracked_processes(self) -> dict[int, str]:
         table = _processes()
@@ -235,17 +235,15 @@ def _observe(tmp: Path, how: str) -> Outcome:
             driver.proc.stdin.close()
             assert driver.proc.wait(timeout=30) == 0, "".join(driver.stderr[-40:])
 
-        deadline = time.monotonic() + EXIT_DEADLINE
-        while True:
+        def all_gone() -> bool:
             tracked = {**outcome.started, **driver.tracked_processes()}
             outcome.note_commands(tracked)
             outcome.survivors = _alive(tracked)
             outcome.leftover_files = _shm_files() - before
-            if not outcome.survivors and not outcome.leftover_files:
-                break
-            if time.monotonic() > deadline:
-                break
-            time.sleep(0.05)
+            return not outcome.survivors and not outcome.leftover_files
+
+        # Not a failure here: each test below reports the part (processes, files) it pins.
+        until(all_gone, timeout=EXIT_DEADLINE, interval=0.05)
         if how == "shutdown":
             assert driver.proc.poll() is None, "the driver should outlive its shutdown()"
         return outcome
@@ -402,7 +400,8 @@ def test_the_folder_of_a_killed_drivers_cluster_is_removed_by_the_next_cluster(
     # daemons go with it, and the next private cluster started on the machine removes it.
     env = dict(os.environ, TMPDIR=str(tmp_path))
     code = "import nbdist, sys, time; nbdist.init(num_cpus=1); print('READY', flush=True); "
-    killed = subprocess.Popen([sys.executable, "-c", code + "time.sleep(600)"], env=env,
+    until_killed = "import threading; threading.Event().wait()"
+    killed = subprocess.Popen([sys.executable, "-c", code + until_killed], env=env,
                               stdout=subprocess.PIPE, text=True)
     try:
         assert killed.stdout is not None and killed.stdout.readline().strip() == "READY"

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from polling import importable_env
 
 import nbdist
 from nbdist.exceptions import ObjectStoreFullError
@@ -104,6 +105,7 @@ QUEUE_SCRIPT = """
 import gc, json, sys, threading, time
 import nbdist
 from nbdist import api
+from polling import poll_settled
 
 def rss(pid):
     with open(f"/proc/{pid}/status") as f:
@@ -127,16 +129,18 @@ def sample():
     while not done.is_set():
         for k, p in pids.items():
             peak[k] = max(peak[k], rss(p))
-        time.sleep(0.05)
+        time.sleep(0.05)  # deliberate sleep: the sampling period of the peak
 
 threading.Thread(target=sample, daemon=True).start()
 refs = [tiny.remote(i) for i in range(N)]
 assert sum(nbdist.get(refs)) == N * (N - 1) // 2
 del refs
 gc.collect()
-time.sleep(1.0)
+# What the tasks held is given back in the background: measure once every RSS has settled.
+settled = poll_settled(lambda: [rss(p) for p in pids.values()], tolerance=1 << 20, quiet=1.0,
+                       timeout=60, what="the RSS of the driver, head and node")
 done.set()
-after = {k: rss(p) for k, p in pids.items()}
+after = dict(zip(pids, settled))
 print(json.dumps({"before": before, "peak": peak, "after": after}))
 nbdist.shutdown()
 """
@@ -150,7 +154,7 @@ def test_many_queued_tasks_keep_head_and_node_memory_bounded() -> None:
     # gives the figures).
     n = 100_000
     done = subprocess.run([sys.executable, "-c", f"N = {n}\n" + QUEUE_SCRIPT],
-                          capture_output=True, text=True, timeout=280)
+                          capture_output=True, text=True, timeout=280, env=importable_env())
     assert done.returncode == 0, done.stderr[-3000:]
     figures = json.loads(done.stdout.strip().splitlines()[-1])
     before, peak, after = figures["before"], figures["peak"], figures["after"]

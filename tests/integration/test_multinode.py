@@ -8,6 +8,9 @@ Drivers are scripts attached with ``init(address=...)``; every cluster is starte
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 from clusters import Cli, alive, start_head
 
@@ -99,25 +102,33 @@ def test_refs_made_on_another_node_reach_the_driver_and_are_freed(cli: Cli, wait
     wait_until(store_empty, timeout=10, what="every node to free the objects once no ref remains")
 
 
-def test_a_killed_node_has_its_tasks_run_again_elsewhere(cli: Cli) -> None:
+def test_a_killed_node_has_its_tasks_run_again_elsewhere(cli: Cli, tmp_path: Path) -> None:
     address = start_head(cli, "--num-cpus", "1")
     cli.run("start", "--address", address, "--num-cpus", "1")
     other = cli.status()["nodes"][1]  # the joined node (nodes are listed in join order)
+    marks = str(tmp_path / "started")
+    os.mkdir(marks)
     driver = cli.python(f"""
         import os, signal, sys, time
         import nbdist
+        from polling import poll, until
 
         nbdist.init(address={address!r})
         here = nbdist.get_runtime_context().get_node_id()
 
+        def both_started():
+            return len(os.listdir({marks!r})) == 2
+
         @nbdist.remote
         def slow(i):
             print("started", i, nbdist.get_runtime_context().get_node_id(), flush=True)
+            open(os.path.join({marks!r}, f"task-{{i}}"), "w").close()
+            until(both_started, timeout=60)  # so that neither ends before the kill
             time.sleep(1.5)
             return i * 10, nbdist.get_runtime_context().get_node_id()
 
         refs = [slow.remote(i) for i in range(2)]
-        time.sleep(0.7)  # both running: one here, one on the other node
+        poll(both_started, timeout=60, what="both tasks running: one here, one on the other node")
         os.kill({other["pid"]}, signal.SIGKILL)
         results = nbdist.get(refs, timeout=60)
         assert [r[0] for r in results] == [0, 10], results
@@ -172,10 +183,11 @@ def test_results_outlive_the_node_that_made_them_and_its_own_objects_are_lost(
     address = _two_nodes(cli)
     other = cli.status()["nodes"][1]["pid"]
     driver = cli.python(f"""
-        import os, signal, time
+        import os, signal
         import numpy as np
         import nbdist
         from nbdist.exceptions import ObjectLostError
+        from polling import poll
 
         nbdist.init(address={address!r})
 
@@ -191,9 +203,8 @@ def test_results_outlive_the_node_that_made_them_and_its_own_objects_are_lost(
         nbdist.wait([made])
         inner = nbdist.get(put_there.remote())[0]
         os.kill({other}, signal.SIGKILL)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and all(n["Alive"] for n in nbdist.nodes()):
-            time.sleep(0.05)
+        poll(lambda: not all(n["Alive"] for n in nbdist.nodes()), timeout=30,
+             what="the killed node seen as dead")
         assert nbdist.get(made).sum() == 3_000_000.0  # nothing to rebuild: its owner has it
         try:
             nbdist.get(inner, timeout=20)
@@ -250,6 +261,7 @@ def test_a_task_only_a_lost_node_could_run_fails_instead_of_waiting(cli: Cli,
     driver = cli.python(f"""
         import os, signal, time
         import nbdist
+        from polling import poll
 
         nbdist.init(address={address!r})
 
@@ -259,10 +271,7 @@ def test_a_task_only_a_lost_node_could_run_fails_instead_of_waiting(cli: Cli,
             time.sleep(60)
 
         ref = only_there.remote()
-        deadline = time.monotonic() + 60
-        while not os.path.exists({marker!r}):
-            assert time.monotonic() < deadline, "the task did not start"
-            time.sleep(0.02)
+        poll(lambda: os.path.exists({marker!r}), timeout=60, what="the task to start")
         os.kill({other}, signal.SIGKILL)
         try:
             nbdist.get(ref, timeout=40)

@@ -20,13 +20,13 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from clusters import NBDIST, Cli, alive, start_head
+from polling import until
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.nbdist_only]
 
@@ -71,22 +71,23 @@ class Net:
         return None
 
 
+def _kill_all_in(ns: str) -> bool:
+    """SIGKILL every process in namespace ``ns``; True once none is left."""
+    pids = [int(p) for p in _ip("netns", "pids", ns, check=False).stdout.split()]
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return not pids
+
+
 def _remove(net: Net) -> None:
     """Kill whatever runs in the namespaces, delete them and any veth end left outside."""
     for ns in (net.a, net.b):
         if not os.path.exists(f"/run/netns/{ns}"):
             continue
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            pids = [int(p) for p in _ip("netns", "pids", ns, check=False).stdout.split()]
-            if not pids:
-                break
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            time.sleep(0.1)
+        until(lambda ns=ns: _kill_all_in(ns), timeout=10, interval=0.1)  # then delete anyway
         _ip("netns", "del", ns, check=False)
     for veth in (net.veth_a, net.veth_b):  # only there if setting up stopped half-way
         if _ip("link", "show", veth, check=False).returncode == 0:
@@ -296,22 +297,20 @@ def test_a_killed_node_has_its_forwarded_task_run_again_on_the_head(far: Far) ->
     # killed while `victim` runs there, and the head's node runs it again (docs/reliability.md).
     log, release = far.tmp / "victim.log", far.tmp / "release"
     driver = far.in_a.python(f"""
-        import os, signal, time
+        import os, signal
         import nbdist
+        from polling import poll, until
 
         nbdist.init(address={far.address!r})
         here = nbdist.get_runtime_context().get_node_id()
 
-        def wait_for(path, what):
-            deadline = time.monotonic() + 60
-            while not os.path.exists(path):
-                assert time.monotonic() < deadline, what
-                time.sleep(0.02)
+        def released():
+            assert until(lambda: os.path.exists({str(release)!r}), timeout=60), "release"
 
         @nbdist.remote
         def hold():
             open({str(far.tmp / "held")!r}, "w").close()
-            wait_for({str(release)!r}, "release")
+            released()
             return nbdist.get_runtime_context().get_node_id()
 
         @nbdist.remote
@@ -319,13 +318,14 @@ def test_a_killed_node_has_its_forwarded_task_run_again_on_the_head(far: Far) ->
             node = nbdist.get_runtime_context().get_node_id()
             with open({str(log)!r}, "a") as f:
                 f.write(node + "\\n")
-            wait_for({str(release)!r}, "release")
+            released()
             return node
 
         h = hold.remote()
-        wait_for({str(far.tmp / "held")!r}, "hold to start")
+        poll(lambda: os.path.exists({str(far.tmp / "held")!r}), timeout=60,
+             what="hold to start")
         v = victim.remote()
-        wait_for({str(log)!r}, "victim to start")
+        poll(lambda: os.path.exists({str(log)!r}), timeout=60, what="victim to start")
         os.kill({far.far_node["pid"]}, signal.SIGKILL)
         open({str(release)!r}, "w").close()
         held_on, ran_on = nbdist.get([h, v], timeout=60)
@@ -347,6 +347,7 @@ def test_a_killed_node_fails_the_task_only_it_could_run(far: Far) -> None:
         import os, signal, time
         import nbdist
         from nbdist.exceptions import GetTimeoutError
+        from polling import poll
 
         nbdist.init(address={far.address!r})
 
@@ -356,10 +357,7 @@ def test_a_killed_node_fails_the_task_only_it_could_run(far: Far) -> None:
             time.sleep(60)
 
         ref = stuck.remote()
-        deadline = time.monotonic() + 60
-        while not os.path.exists({str(started)!r}):
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
+        poll(lambda: os.path.exists({str(started)!r}), timeout=60, what="the task to start")
         os.kill({far.far_node["pid"]}, signal.SIGKILL)
         try:
             nbdist.get(ref, timeout=15)  # 7x the infeasible wait the cluster runs with
@@ -378,9 +376,10 @@ def test_a_killed_node_fails_the_task_only_it_could_run(far: Far) -> None:
 def test_a_task_survives_the_link_going_down_and_up(far: Far) -> None:
     started, go = far.tmp / "started", far.tmp / "go"
     driver = far.in_a.python(f"""
-        import os, subprocess, time
+        import os, subprocess
         import nbdist
         from nbdist.exceptions import GetTimeoutError
+        from polling import poll, until
 
         nbdist.init(address={far.address!r})
         here = nbdist.get_runtime_context().get_node_id()
@@ -396,9 +395,7 @@ def test_a_task_survives_the_link_going_down_and_up(far: Far) -> None:
         @nbdist.remote(resources={FAR})
         def slow():
             open({str(started)!r}, "w").close()
-            deadline = time.monotonic() + 90
-            while not os.path.exists({str(go)!r}) and time.monotonic() < deadline:
-                time.sleep(0.02)
+            until(lambda: os.path.exists({str(go)!r}), timeout=90)
             return 7, nbdist.get_runtime_context().get_node_id()
 
         @nbdist.remote
@@ -409,10 +406,7 @@ def test_a_task_survives_the_link_going_down_and_up(far: Far) -> None:
         # a link that is down when a node first connects).
         far_id = nbdist.get(ping.remote(), timeout=60)
         ref = slow.remote()
-        deadline = time.monotonic() + 60
-        while not os.path.exists({str(started)!r}):
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
+        poll(lambda: os.path.exists({str(started)!r}), timeout=60, what="slow to start")
         link("down")
         try:
             open({str(go)!r}, "w").close()  # the task ends on B; its result cannot get here
@@ -445,16 +439,14 @@ def test_a_connection_refused_once_does_not_cut_two_nodes_apart_for_good(far: Fa
     delete = [*add[:4], "del", *add[5:]]
     started, go = far.tmp / "started", far.tmp / "go"
     driver = far.in_a.python(f"""
-        import json, os, subprocess, time
+        import json, os, subprocess
         import nbdist
+        from polling import poll, until
 
         nbdist.init(address={far.address!r})
 
         def wait_for(what, check):
-            deadline = time.monotonic() + 60
-            while not check():
-                assert time.monotonic() < deadline, what
-                time.sleep(0.05)
+            poll(check, timeout=60, interval=0.05, what=what)
 
         def far_free():
             out = subprocess.run([{NBDIST!r}, "status", "--json"], capture_output=True,
@@ -464,7 +456,7 @@ def test_a_connection_refused_once_does_not_cut_two_nodes_apart_for_good(far: Fa
         @nbdist.remote(resources={FAR})
         def task():
             open({str(started)!r}, "w").close()
-            wait_for("go", lambda: os.path.exists({str(go)!r}))
+            assert until(lambda: os.path.exists({str(go)!r}), timeout=60), "go"
             return nbdist.get_runtime_context().get_node_id()
 
         subprocess.run({add!r}, check=True)

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from polling import until
 
 import nbdist
 
@@ -79,11 +80,8 @@ def test_num_returns() -> None:
 
 @nbdist.remote
 def wait_for_file(path: str) -> str:
-    deadline = time.monotonic() + 50
-    while not os.path.exists(path):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{path} never appeared")
-        time.sleep(0.01)
+    if not until(lambda: os.path.exists(path), timeout=50):
+        raise TimeoutError(f"{path} never appeared")
     return path
 
 
@@ -114,11 +112,8 @@ def test_gpu_task_runs_when_gpu_is_declared() -> None:
 @nbdist.remote
 def hold(started: str, gate: str) -> str:
     Path(started).touch()
-    deadline = time.monotonic() + 50
-    while not os.path.exists(gate):
-        if time.monotonic() > deadline:
-            raise TimeoutError("gate never opened")
-        time.sleep(0.01)
+    if not until(lambda: os.path.exists(gate), timeout=50):
+        raise TimeoutError("gate never opened")
     return "released"
 
 

@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import queue
 import threading
-import time
 from typing import Any
 
 import pytest
 from jupyter_client import KernelManager
-from polling import poll
+from polling import importable_env, poll, until
 
 START_TIMEOUT = 60
 
@@ -49,24 +48,25 @@ class KernelSession:
         """Wait until the kernel answers on shell and its iopub messages reach the collector
         (e.g. after a restart). jupyter_client's own ``wait_for_ready`` reads iopub itself,
         which would race the collector thread for the socket's frames."""
-        deadline = time.monotonic() + timeout
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                pytest.fail(f"the kernel was not ready within {timeout} s")
-            msg_id = self.client.kernel_info()
-            try:
-                reply = self.client.get_shell_msg(timeout=min(1.0, remaining))
-            except queue.Empty:
-                continue
-            if reply["parent_header"].get("msg_id") != msg_id:
-                continue
-            seen_until = time.monotonic() + 1.0
-            while time.monotonic() < seen_until:
-                if self._idle(msg_id):
-                    return
-                time.sleep(0.02)
-            # iopub was not connected yet when the kernel answered: ask again.
+        poll(self._answers_on_shell_and_iopub, timeout=timeout, interval=0,
+             what="the kernel to answer kernel_info on shell and iopub")
+
+    def _answers_on_shell_and_iopub(self) -> bool:
+        # Requests sent while the kernel was still starting are answered late: their replies
+        # are read and dropped here, or each new request would only meet the previous reply.
+        msg_id = self.client.kernel_info()
+        if not until(lambda: self._shell_reply(msg_id), timeout=1.0, interval=0):
+            return False
+        # False if iopub was not connected yet when the kernel answered: then ask again.
+        return bool(until(lambda: self._idle(msg_id), timeout=1.0))
+
+    def _shell_reply(self, msg_id: str) -> dict[str, Any] | None:
+        """Read one shell message: the reply to ``msg_id``, or None (any other is dropped)."""
+        try:
+            msg = self.client.get_shell_msg(timeout=0.1)
+        except queue.Empty:
+            return None
+        return msg if msg["parent_header"].get("msg_id") == msg_id else None
 
     def _idle(self, msg_id: str) -> bool:
         return any(m["msg_type"] == "status" and m["content"]["execution_state"] == "idle"
@@ -77,14 +77,8 @@ class KernelSession:
         return self.client.execute(code)
 
     def reply(self, msg_id: str, timeout: float = 60) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                pytest.fail(f"no execute_reply for {msg_id} within {timeout} s")
-            msg = self.client.get_shell_msg(timeout=remaining)
-            if msg["parent_header"].get("msg_id") == msg_id:
-                return msg
+        return poll(lambda: self._shell_reply(msg_id), timeout=timeout, interval=0,
+                    what=f"the execute_reply to {msg_id}")
 
     def execute(self, code: str, timeout: float = 60) -> tuple[dict[str, Any], str]:
         """Run ``code``; returns (execute_reply content, msg_id) once the kernel is idle."""
@@ -123,7 +117,7 @@ class KernelSession:
 
 def start_kernel() -> KernelSession:
     km = KernelManager(kernel_name="python3")
-    km.start_kernel()
+    km.start_kernel(env=importable_env())  # cells and their remote functions use polling.py
     try:
         return KernelSession(km)
     except BaseException:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import queue
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -52,12 +51,16 @@ class Panel:
 
     def run(self, code: str, timeout: float = 60) -> None:
         msg_id = self.kc.execute(code)
-        deadline = time.monotonic() + timeout
-        while True:
-            reply = self.kc.shell_channel.get_msg(timeout=max(0.1, deadline - time.monotonic()))
-            if reply["parent_header"].get("msg_id") == msg_id:
-                break
-        content = reply["content"]
+
+        def read() -> Msg | None:
+            try:
+                reply = self.kc.shell_channel.get_msg(timeout=0.1)
+            except queue.Empty:
+                return None
+            return reply if reply["parent_header"].get("msg_id") == msg_id else None
+
+        content = polling.poll(read, timeout=timeout, interval=0,
+                               what=f"the execute_reply to {msg_id}")["content"]
         if content["status"] != "ok":
             pytest.fail(f"cell failed: {content.get('ename')}: {content.get('evalue')}")
 
@@ -116,7 +119,7 @@ def fold(messages: list[Msg]) -> Msg:
 
 @pytest.fixture(scope="module")
 def panel() -> Iterator[Panel]:
-    km, kc = start_new_kernel(kernel_name="python3")
+    km, kc = start_new_kernel(kernel_name="python3", env=polling.importable_env())
     p = Panel(km, kc)
     try:
         p.run("import nbdist, nbdist.jupyter.bridge as b; hub = b.register()\n"
@@ -197,8 +200,8 @@ def test_one_subscription_for_all_comms_and_none_after_the_last_closes(panel: Pa
              f"a delta on comm {comm}")
     for comm in (first, second):
         panel.send("comm_close", {"comm_id": comm, "data": {}})
-    panel.run("import time\ndeadline = time.monotonic() + 10\n"
-              "while hub.subscribed and time.monotonic() < deadline: time.sleep(0.02)\n"
+    panel.run("from polling import until\n"
+              "until(lambda: not hub.subscribed, timeout=30)\n"
               "print(f'SUBSCRIBED {hub.subscribed}')")
     assert panel.output("SUBSCRIBED") == "False"
 

@@ -23,19 +23,26 @@ from nbdist import lifetime
 pytestmark = pytest.mark.timeout(120)
 
 BLOCK = """%%remote --num-cpus 0.5
-import time
+import os, time
+from polling import until
 
 def block(text, seconds):
     print(text, flush=True)
     time.sleep(seconds)
     return text
+
+def gated(text, gate):
+    until(lambda: os.path.exists(gate), timeout=90)
+    return text
 """
 
 
-def test_interrupt_cancels_the_cells_tasks_and_frees_their_cpus(kernel: KernelSession) -> None:
+def test_interrupt_cancels_the_cells_tasks_and_frees_their_cpus(
+        kernel: KernelSession, tmp_path: Path) -> None:
     k = kernel
     k.ok(BLOCK)
-    k.ok("import nbdist\nkeep = block.remote('kept', 2)")
+    gate = str(tmp_path / "gate")
+    k.ok(f"import nbdist\nkeep = gated.remote('kept', {gate!r})  # runs until the end")
     cell = k.submit("nbdist.get([block.remote(f'held {i}', 300) for i in range(2)])")
     k.wait_for(lambda: k.text_for(cell).count("held") == 2, 20, "both tasks running")
     k.km.interrupt_kernel()
@@ -45,7 +52,9 @@ def test_interrupt_cancels_the_cells_tasks_and_frees_their_cpus(kernel: KernelSe
     # The interrupted cell's tasks give back their CPUs; the other cell's task keeps running.
     out = k.ok("from polling import until\n"
                "until(lambda: nbdist.available_resources().get('CPU', 0) >= 1.5, timeout=30)\n"
-               "print(nbdist.available_resources().get('CPU', 0), nbdist.get(keep))")
+               "cpus = nbdist.available_resources().get('CPU', 0)\n"
+               f"open({gate!r}, 'w').close()\n"
+               "print(cpus, nbdist.get(keep))")
     assert out.split() == ["1.5", "kept"]
 
 

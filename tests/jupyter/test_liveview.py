@@ -129,6 +129,7 @@ def test_timeline_columns_one_bar_per_execution_on_its_worker_row() -> None:
 SHOW = """
 import json, os, threading, time
 import nbdist
+from polling import until
 
 @nbdist.remote
 def inc(x):
@@ -140,9 +141,7 @@ def add(x, y):
 
 @nbdist.remote
 def gated(path):
-    deadline = time.monotonic() + 60
-    while not os.path.exists(path) and time.monotonic() < deadline:
-        time.sleep(0.01)
+    until(lambda: os.path.exists(path), timeout=60)
     return 0
 
 view = nbdist.show()

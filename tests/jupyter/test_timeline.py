@@ -19,6 +19,7 @@ LOAD_MIME = "application/vnd.bokehjs_load.v0+json"
 RUN_STEPS = """
 import json, os, time
 import nbdist
+from polling import poll
 
 @nbdist.remote
 def step(i):
@@ -45,11 +46,8 @@ for r in refs:
     except ValueError:
         pids.append(None)
 ids = [task_id_of(r) for r in refs]
-# A task's records follow its result by a moment: wait for all six (bounded).
-deadline = time.monotonic() + 30
-while len(executions_of(ids)) < 6:
-    assert time.monotonic() < deadline, executions_of(ids)
-    time.sleep(0.02)
+# A task's records follow its result by a moment: wait for all six.
+poll(lambda: len(executions_of(ids)) >= 6, timeout=30, what="the six tasks' records")
 t_after = time.time()
 print("RESULT", json.dumps({"pids": pids, "ids": ids, "t_before": t_before,
                             "t_after": t_after, "api": executions_of(ids)}))
@@ -116,12 +114,11 @@ def test_status_shows_workers_busy_with_their_task_then_idle(
     k = shared_kernel
     gate = tmp_path / "gate"
     k.ok(f"""
-import os, time
+import os
+from polling import until
 @nbdist.remote
 def held_task(path):
-    deadline = time.monotonic() + 60
-    while not os.path.exists(path) and time.monotonic() < deadline:
-        time.sleep(0.01)
+    until(lambda: os.path.exists(path), timeout=60)
     return os.getpid()
 held_ref = held_task.remote({str(gate)!r})
 """)
@@ -145,15 +142,13 @@ def test_a_new_cluster_starts_a_new_record(shared_kernel: KernelSession) -> None
     assert int(k.ok("print(sum(1 for e in nbdist.timeline() if e['ph'] == 'X'))")) >= 6
     k.ok("%nbdist start --num-cpus 2")
     out = k.ok("""
-import time
+from polling import poll
 @nbdist.remote
 def fresh():
     return 1
 nbdist.get(fresh.remote())
-deadline = time.monotonic() + 30
-while not any(e["ph"] == "X" for e in nbdist.timeline()):
-    assert time.monotonic() < deadline
-    time.sleep(0.02)
+poll(lambda: any(e["ph"] == "X" for e in nbdist.timeline()), timeout=30,
+     what="the execution of fresh in the new record")
 print(json.dumps([e["name"] for e in nbdist.timeline() if e["ph"] == "X"]))
 """)
     assert json.loads(out) == ["fresh"]
