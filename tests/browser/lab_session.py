@@ -24,11 +24,12 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
+
+from polling import until
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
@@ -78,22 +79,20 @@ class LabServer:
         return server
 
     def _wait_ready(self) -> None:
-        deadline = time.monotonic() + START_TIMEOUT
-        while True:
+        def ready() -> bool:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"JupyterLab exited ({self.proc.returncode}):\n"
                                    + self.log.read_text()[-3000:])
             try:
                 with urllib.request.urlopen(f"{self.url}/api/status?token={self.token}",
                                             timeout=2) as reply:
-                    if reply.status == 200:
-                        return
+                    return reply.status == 200
             except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"JupyterLab not ready after {START_TIMEOUT} s:\n"
-                                   + self.log.read_text()[-3000:])
-            time.sleep(0.1)
+                return False
+
+        if not until(ready, timeout=START_TIMEOUT, interval=0.1):
+            raise RuntimeError(f"JupyterLab not ready after {START_TIMEOUT} s:\n"
+                               + self.log.read_text()[-3000:])
 
     def api(self, method: str, path: str, body: Any = None) -> Any:
         data = None if body is None else json.dumps(body).encode()

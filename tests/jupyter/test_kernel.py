@@ -138,11 +138,10 @@ def test_object_ref_html_repr_and_out_history(shared_kernel: KernelSession) -> N
     assert 'data-state="finished"' in result["data"]["text/html"]
     # Nothing else holds that ref: the object is freed, the history did not pin it.
     oid = re.fullmatch(r"ObjectRef\((\w+)\)", result["data"]["text/plain"])[1]
-    out = k.ok("import time\nfrom nbdist import events\ndeadline = time.monotonic() + 10\n"
+    out = k.ok("from polling import until\nfrom nbdist import events\n"
                "def freed():\n    return any(isinstance(e, events.ObjectFreed) and "
                f"e.object_id == {oid!r} for e in events.recent())\n"
-               "while not freed() and time.monotonic() < deadline:\n    time.sleep(0.02)\n"
-               "print(freed())")
+               "print(bool(until(freed, timeout=10)))")
     assert out.strip() == "True"
     # Results without refs are kept as usual.
     _, cell = k.execute("40 + 2")

@@ -30,12 +30,10 @@ EXEMPT = {
 # Pending: files still being moved to polling.py by their owners; each is listed only while
 # it breaks a rule. Remove an entry once its file passes.
 PENDING = {
-    "browser/lab_session.py",  # pending
     "conformance/concurrency_child.py",  # pending
     "conformance/conftest.py",  # pending
     "conformance/test_conformance_concurrency.py",  # pending
     "integration/test_cluster_cli.py",  # pending
-    "jupyter/test_kernel.py",  # pending
     "notebooks/test_ray_backend.py",  # pending
 }
 
