@@ -63,7 +63,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "browser"))
+# lab_session (tests/browser) waits with tests/polling.py.
+for folder in ("tests", "tests/browser"):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / folder))
 
 from lab_session import (  # noqa: E402
     LabServer,
