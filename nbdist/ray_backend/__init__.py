@@ -5,7 +5,7 @@ users who outgrow nbdist's own (hundreds of nodes, autoscaling, Kubernetes). Ray
 dependency (``pip install "nbdist[ray]"``); nothing here imports it until it is used.
 
     backend.py   RayBackend: the public API mapped onto Ray (driver and worker mode), start()
-    refs.py      RayRef / RayActorHandle: nbdist's ObjectRef and ActorHandle over Ray's
+    refs.py      ObjectRef / RayActorHandle: nbdist's ObjectRef and ActorHandle over Ray's
     worker.py    what runs in Ray's workers: task wrapper, actor host, captured output
     sink.py      the output sink actor and the driver's thread that pulls it
     state.py     task states, placement and workers from Ray's task events (bounded polling)

@@ -11,7 +11,8 @@ What maps to what:
     RemoteFunction.remote      a Ray remote function per (function, options), exported once:
                                ``ray.remote(**options)(worker.make_task_function(fn))``
     ActorClass.remote          a Ray actor of a host class made for the user's class
-    ActorHandle / ObjectRef    `refs.RayActorHandle` / `refs.RayRef` (the engine's types)
+    ActorHandle / ObjectRef    `refs.RayActorHandle` / `refs.ObjectRef` (subclasses of the
+                               engine's types; called ``RayRef`` in this module)
     get / wait / put / cancel  ray.get / ray.wait / ray.put / ray.cancel on the held Ray refs;
                                Ray's exceptions become nbdist's (errors.translate)
     kill / get_actor           ray.kill / ray.get_actor (+ the class's method table)
@@ -23,7 +24,7 @@ ActorCreated, NodeUp at start. Workers report nested submissions and output line
 output sink (sink.py); task states, placement and worker pids come from Ray's task events
 (state.py).
 
-Threads (driver): the caller's threads submit and get; ``nbdist-ray-output`` pulls the sink;
+Threads (driver): the caller's threads submit and get; ``nbdist-ray-output`` serves the sink;
 ``nbdist-ray-state`` polls task events. ``_lock`` guards the per-tag table of unfinished tasks
 that ``cancel_submitted`` (a notebook interrupt) cancels.
 """
@@ -47,7 +48,8 @@ from ..records import show_output
 from ..runtime import ObjectRef
 from . import worker
 from .errors import RetryableTaskFailure, translate
-from .refs import RayActorHandle, RayRef, wrap
+from .refs import ObjectRef as RayRef
+from .refs import RayActorHandle, wrap
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +88,7 @@ class RayBackend:
         self.owns_ray = False
         self.log_to_driver = True
         self.namespace = ""
-        self.sink_name: str | None = None
+        self.sink: Any = None
         self.node_id = ""
         self.worker_id = ""
         self.pump: Any = None
@@ -118,9 +120,9 @@ class RayBackend:
 
     # ------------------------------------------------------------------ submission
     def _context(self) -> tuple[tuple[str | None, str | None], str | None]:
-        """((submitter tag, sink name), parent task id) for a call made now."""
+        """((submitter tag, sink), parent task id) for a call made now."""
         if self.driver:
-            return (ev.current_submitter(), self.sink_name), None
+            return (ev.current_submitter(), self.sink), None
         tag, sink, parent = worker.context_for_submit()
         return (tag, sink), parent
 
@@ -283,7 +285,8 @@ class RayBackend:
         import ray
 
         deadline = None if timeout is None else time.monotonic() + timeout
-        pending, ready = raw, 0
+        # Ray's wait refuses a ref listed twice, which get (like Ray's) accepts.
+        pending, ready = list(dict.fromkeys(raw)), set()
         while pending:
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
@@ -292,8 +295,9 @@ class RayBackend:
             done, pending = ray.wait(pending, num_returns=len(pending), timeout=step,
                                      fetch_local=False)
             if done:
-                ready += len(done)
-                ev.publish(ev.WaitProgress(time.time(), wait_id, ready, len(raw)))
+                ready.update(done)
+                ev.publish(ev.WaitProgress(time.time(), wait_id,
+                                           sum(r in ready for r in raw), len(raw)))
         return None if deadline is None else max(0.0, deadline - time.monotonic())
 
     def put(self, value: Any) -> RayRef:
@@ -479,7 +483,7 @@ def _cancel_again(refs: list[Any], force: bool, recursive: bool) -> None:
 
 def _unwrap_args(args: Sequence[Any], kwargs: dict[str, Any], deps: list[str]
                  ) -> tuple[list[Any], dict[str, Any]]:
-    """Top-level RayRefs become Ray refs (so Ray resolves them); their ids go to ``deps``."""
+    """Top-level refs become Ray refs (so Ray resolves them); their ids go to ``deps``."""
     out = []
     for value in args:
         if type(value) is RayRef:
@@ -607,7 +611,7 @@ def start(address: str | None, init_kwargs: dict[str, Any], namespace: str | Non
     try:
         if address == "local" and details.get("session_dir"):
             backend.guard = _start_guard(details["session_dir"])
-        _start_driver(ray, backend)
+        _start_driver(ray, backend, address == "local")
     except BaseException:
         backend.shutdown()
         raise
@@ -626,13 +630,16 @@ def _start_guard(session_dir: str) -> Any:
     """The process that ends this local Ray's stragglers when the driver is gone (guard.py)."""
     import subprocess
 
-    return subprocess.Popen([sys.executable, "-m", "nbdist.ray_backend.guard", session_dir],
+    from . import guard
+
+    # Run as a plain script (-I -S: no site, no nbdist package): it only reads /proc, and
+    # should not take CPU from Ray's start-up importing what it does not use.
+    return subprocess.Popen([sys.executable, "-I", "-S", guard.__file__, session_dir],
                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
 
 
-def _start_driver(ray: Any, backend: RayBackend) -> None:
-    from .sink import OutputPump, OutputSink
+def _start_driver(ray: Any, backend: RayBackend, local: bool) -> None:
     from .state import StatePoller
 
     ctx = ray.get_runtime_context()
@@ -640,11 +647,7 @@ def _start_driver(ray: Any, backend: RayBackend) -> None:
     backend.namespace = ctx.namespace
     backend.node_id = ctx.get_node_id()
     backend.worker_id = ctx.get_worker_id()
-    backend.sink_name = f"nbdist-output-{job}-{os.getpid()}"
-    sink = ray.remote(OutputSink).options(
-        name=backend.sink_name, namespace=worker.SINK_NAMESPACE, num_cpus=0).remote()
-    backend.pump = OutputPump(sink, backend.on_records)
-    backend.pump.start()
+    backend.pump = _start_sink(ray, backend, job, local)
     backend.poller = StatePoller(job, ev.publish, backend._ended)
     if not ray.util.client.ray.is_connected():
         backend.poller.start()
@@ -653,3 +656,22 @@ def _start_driver(ray: Any, backend: RayBackend) -> None:
         if n.get("Alive"):
             ev.publish(ev.NodeUp(now, n["NodeID"], n.get("NodeManagerAddress", ""),
                                  {k: float(v) for k, v in n.get("Resources", {}).items()}))
+
+
+def _start_sink(ray: Any, backend: RayBackend, job: str, local: bool) -> Any:
+    """The driver's end of the output channel (sink.py): a server of this process, or an
+    actor when the cluster cannot reach this process (Ray Client)."""
+    from .sink import OutputPump, OutputServer, OutputSink
+
+    if ray.util.client.ray.is_connected():
+        name = f"nbdist-output-{job}-{os.getpid()}"
+        actor = ray.remote(OutputSink).options(
+            name=name, namespace=worker.SINK_NAMESPACE, num_cpus=0).remote()
+        backend.sink = name
+        pump: Any = OutputPump(actor, backend.on_records)
+    else:
+        host = "127.0.0.1" if local else ray.util.get_node_ip_address()
+        pump = OutputServer(host, backend.on_records)
+        backend.sink = pump.target
+    pump.start()
+    return pump

@@ -1,4 +1,4 @@
-"""The guard of a local Ray started by ``init(backend="ray")``: ``python -m`` this module.
+"""The guard of a local Ray started by ``init(backend="ray")``: this file, run as a script.
 
 Ray ends its own processes at ``ray.shutdown()``, and its raylet and GCS die with a driver that
 is killed; but two of its helpers (the dashboard agent and the runtime-env agent) can outlive a

@@ -1,9 +1,12 @@
 """nbdist's ObjectRef and ActorHandle types over Ray's.
 
-`RayRef` is an `nbdist.ObjectRef` holding a ``ray.ObjectRef``; `RayActorHandle` is an
+`ObjectRef` here is a subclass of `nbdist.ObjectRef` holding a ``ray.ObjectRef``, and named
+like it, so user code sees the same type name as on nbdist's engine and on Ray itself
+(``type(ref).__name__ == "ObjectRef"``), wherever the ref turns up: returned by ``.remote()``,
+or nested in a list or dict that a task returned or received. `RayActorHandle` is an
 `nbdist.ActorHandle` holding a Ray actor handle. Being the engine's own types, they pass the
 public API's type checks and the notebook layer's display rules unchanged. Ray counts the
-references: a RayRef keeps its Ray ref alive and nothing more, so these objects skip the
+references: a ref keeps its Ray ref alive and nothing more, so these objects skip the
 engine's reference bookkeeping (``__init__``/``__del__`` of the base classes).
 
 Both pickle to their Ray counterpart, so a ref or handle inside a task's arguments or return
@@ -18,12 +21,12 @@ from typing import Any
 from .. import remote_function as _rf
 from ..actor import ActorHandle
 from ..remote_function import METHOD_OPTIONS, check_options
-from ..runtime import ObjectRef
+from ..runtime import ObjectRef as EngineRef
 from .errors import translate
 
 
-class RayRef(ObjectRef):
-    """An ObjectRef whose value lives in Ray's object store."""
+class ObjectRef(EngineRef):
+    """An ObjectRef whose value lives in Ray's object store (``ray_ref``)."""
 
     __slots__ = ("ray_ref",)
 
@@ -35,7 +38,7 @@ class RayRef(ObjectRef):
         return None
 
     def __reduce__(self) -> Any:
-        return (RayRef, (self.ray_ref,))
+        return (ObjectRef, (self.ray_ref,))
 
     def hex(self) -> str:
         return str(self.ray_ref.hex())
@@ -62,12 +65,12 @@ class RayRef(ObjectRef):
 
 
 def wrap(value: Any) -> Any:
-    """RayRef(s) for what a Ray ``.remote()`` returned (a ref, a list of refs, or None)."""
+    """ObjectRef(s) for what a Ray ``.remote()`` returned (a ref, a list of refs, or None)."""
     if value is None:
         return None
     if isinstance(value, list):
-        return [RayRef(r) for r in value]
-    return RayRef(value)
+        return [ObjectRef(r) for r in value]
+    return ObjectRef(value)
 
 
 class RayActorMethod:
@@ -90,6 +93,11 @@ class RayActorMethod:
         check_options(options, METHOD_OPTIONS, f"actor method {self._name!r}")
         return RayActorMethod(self._handle, self._name, options.get("num_returns", self._nret),
                               options.get("name") or self._task_name)
+
+    def bind(self, *args: Any, **kwargs: Any) -> Any:
+        from ..dag.nodes import bind_method
+
+        return bind_method(self, self._name, self._nret, args, kwargs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError(

@@ -2,30 +2,40 @@
 
 ::
 
-    worker (worker.Outbox) ──push(records)──▶ OutputSink actor ◀──pull(timeout)── driver
-                                               (named, 0 CPUs,                  (OutputPump
-                                                one per driver)                  thread)
+    worker (worker.Outbox) ──("rec", records, ack?)──▶ OutputServer     (a thread of the
+                           ◀──────── ("ack",) ──────── (transport.Server) driver process)
 
 Ray has no channel from a worker back to one driver that a notebook could route by cell, so
-the driver makes one: a small async actor, named after the driver's job, that buffers records.
-Workers find it by name; the driver's pump thread long-polls it (``pull`` returns as soon as
-records arrive, or after ``timeout``) and turns the records into `nbdist.events` (`Output`
-routed by its submitter tag, `TaskSubmitted` of nested tasks). It works the same on a local
-Ray, a multi-node cluster and through Ray Client, because it uses only actor calls.
+the driver opens one: `OutputServer`, an authenticated `nbdist.transport` server on a thread of
+the driver. Each call's context carries its address and a secret made for this driver; a worker
+connects once, sends batches of records, and a call that printed asks for an acknowledgement,
+which the server sends after it handed the records on (`nbdist.events`: `Output` routed by its
+submitter tag, `TaskSubmitted` of nested tasks). So a task's output is with the driver before
+its result is, with no extra round trip in ``get``.
 
-The sink keeps at most ``MAX_BUFFERED`` records: if the driver stops pulling, the oldest are
-dropped (and counted), never the worker blocked. The driver closes the sink at shutdown, which
-ends the pump's pending pull at once.
+The sink lives in the driver on purpose: as a Ray actor it held one of Ray's pooled worker
+processes for the whole session, and the first parallel tasks after ``init`` (on a 2-core
+machine, every parallel round for a while) waited for Ray to start a replacement worker.
+
+It listens on loopback for a Ray that ``init`` started here; attached to a cluster, on this
+machine's Ray node address (workers on other nodes already reach the driver there: Ray's
+owners are called back by their borrowers). Through Ray Client the driver cannot be reached
+from the cluster, so there the sink is `OutputSink`, a small named async actor (0 CPUs) that
+buffers records, long-polled by the driver's `OutputPump`; it keeps at most ``MAX_BUFFERED``
+records (the oldest are dropped, and counted, if the driver stops pulling).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
+
+from .. import transport
 
 log = logging.getLogger(__name__)
 
@@ -141,3 +151,48 @@ class OutputPump:
             return
         if self._thread.is_alive():
             self._thread.join(timeout)
+
+
+class OutputServer:
+    """The driver's sink (see the module docstring): records in, acknowledgements out."""
+
+    def __init__(self, host: str, on_records: Callable[[list[tuple], int], None]) -> None:
+        self.on_records = on_records
+        self.secret = os.urandom(32)
+        self._server = transport.Server(self.secret, self._on_messages, lambda peer: None)
+        listener = transport.listen(f"tcp:{host}:0")
+        self.address = transport.bound_address(listener)
+        self._server.add_listener(listener)
+        self._thread = threading.Thread(target=self._server.run, name="nbdist-ray-output",
+                                        daemon=True)
+
+    @property
+    def target(self) -> tuple[str, bytes]:
+        """What a call's context names as its sink (worker.Outbox connects to it)."""
+        return self.address, self.secret
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _on_messages(self, peer: transport.Peer, msgs: list[Any]) -> None:
+        for msg in msgs:
+            if not (isinstance(msg, tuple) and msg and msg[0] == "rec"):
+                self._server.drop(peer, "unexpected message on the output sink")
+                return
+            _, records, ack = msg
+            try:
+                self.on_records(records, 0)
+            except Exception:
+                log.exception("nbdist: handling remote output failed")
+            if ack:
+                self._server.send(peer, ("ack",))
+
+    def sync(self, timeout: float = 2.0) -> None:
+        """Nothing to wait for: a call that printed had its records acknowledged, after they
+        were handed on, before it returned."""
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._server.stop()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+        self._server.close()

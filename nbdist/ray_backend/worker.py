@@ -3,9 +3,9 @@
 Every nbdist task runs as a Ray task whose function is `make_task_function`'s wrapper around
 the user's function; every nbdist actor is a Ray actor of a subclass of `SyncHost` or
 `AsyncHost` that holds the user's object and runs its methods through ``nbdist_call``. The
-first argument of each call is its *context*, ``(submitter tag, sink name)``: the notebook cell
-that caused the work (nested tasks inherit it) and the named Ray actor that collects output for
-the driver (sink.py).
+first argument of each call is its *context*, ``(submitter tag, sink)``: the notebook cell
+that caused the work (nested tasks inherit it) and where output goes for the driver (sink.py):
+the driver's own server as ``(address, secret)``, or, through Ray Client, a named Ray actor.
 
 Around each call the wrapper:
 
@@ -44,6 +44,7 @@ from ..serialization import format_user_traceback
 from .errors import RetryableTaskFailure, TaskFailure
 
 FLUSH_S = 0.05
+SINK_TIMEOUT_S = 10.0
 SINK_NAMESPACE = "nbdist-internal"
 _NBDIST_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -54,7 +55,7 @@ class CallInfo:
 
     name: str
     tag: str | None
-    sink: str | None
+    sink: Any
     task_id: str = ""
     printed: bool = False
     partial: dict[str, str] = field(default_factory=dict)
@@ -88,12 +89,12 @@ class Outbox:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._send_lock = threading.Lock()
-        self._items: list[tuple[str, tuple]] = []
+        self._items: list[tuple[Any, tuple]] = []
         self._wake = threading.Event()
-        self._sinks: dict[str, Any] = {}
+        self._sinks: dict[Any, Any] = {}
         self._thread: threading.Thread | None = None
 
-    def add(self, sink: str, record: tuple) -> None:
+    def add(self, sink: Any, record: tuple) -> None:
         with self._lock:
             self._items.append((sink, record))
             self._wake.set()
@@ -116,31 +117,75 @@ class Outbox:
                 items, self._items = self._items, []
             if not items:
                 return
-            by_sink: dict[str, list[tuple]] = {}
+            by_sink: dict[Any, list[tuple]] = {}
             for sink, record in items:
                 by_sink.setdefault(sink, []).append(record)
             pending = []
             for sink, records in by_sink.items():
-                handle = self._sink(sink)
-                if handle is not None:
-                    pending.append(handle.push.remote(records))
+                client = self._client(sink)
+                if client is not None:
+                    pending += client.push(records, wait)
         if wait and pending:
             import ray
 
             try:
-                ray.get(pending, timeout=10)
+                ray.get(pending, timeout=SINK_TIMEOUT_S)
             except Exception:  # a sink that is gone loses its lines, the task still returns
                 pass
 
-    def _sink(self, name: str) -> Any:
-        if name not in self._sinks:
-            import ray
-
+    def _client(self, sink: Any) -> Any:
+        if sink not in self._sinks:
             try:
-                self._sinks[name] = ray.get_actor(name, namespace=SINK_NAMESPACE)
+                self._sinks[sink] = (SocketSink(*sink) if isinstance(sink, tuple)
+                                     else ActorSink(sink))
             except Exception:
-                self._sinks[name] = None
-        return self._sinks[name]
+                self._sinks[sink] = None
+        return self._sinks[sink]
+
+
+class SocketSink:
+    """The driver's `sink.OutputServer`, reached over one authenticated connection."""
+
+    def __init__(self, address: str, secret: bytes) -> None:
+        from .. import transport
+        from ..frames import FrameReader
+
+        self.sock: Any = transport.connect(address, secret, SINK_TIMEOUT_S)
+        self.sock.settimeout(SINK_TIMEOUT_S)
+        self.reader = FrameReader()
+
+    def push(self, records: list[tuple], wait: bool) -> list[Any]:
+        """Send (the caller holds the outbox's send lock); with ``wait``, until acknowledged.
+        Returns nothing left to wait for (`ActorSink.push` returns the call's ref)."""
+        from ..frames import encode
+
+        if self.sock is None:
+            return []
+        try:
+            self.sock.sendall(encode([("rec", records, wait)]))
+            if wait:
+                while not self.reader.feed(self.sock.recv(4096) or _closed()):
+                    pass
+        except OSError:  # the driver is gone: its lines are lost, calls go on
+            self.sock.close()
+            self.sock = None
+        return []
+
+
+class ActorSink:
+    """The `sink.OutputSink` actor, for a driver attached through Ray Client."""
+
+    def __init__(self, name: str) -> None:
+        import ray
+
+        self.handle = ray.get_actor(name, namespace=SINK_NAMESPACE)
+
+    def push(self, records: list[tuple], wait: bool) -> list[Any]:
+        return [self.handle.push.remote(records)]
+
+
+def _closed() -> bytes:
+    raise ConnectionResetError("the output sink closed the connection")
 
 
 outbox = Outbox()
