@@ -17,12 +17,15 @@ MiB = 1 << 20
 @dataclass
 class Config:
     # Values whose pickled size is at most this travel inside messages; larger ones go to
-    # shared memory (a file per object under shm_dir).
+    # shared memory (the node's arena, or a file per object under shm_dir).
     inline_max_bytes: int = 100 * 1024
     # Object store capacity; 0 means a fraction of RAM (store_fraction).
     object_store_memory: int = 0
     store_fraction: float = 0.3
     shm_dir: str = "/dev/shm"
+    # Size of each node's shared-memory arena (see nbdist/store.py): 0 means the store's
+    # capacity, a negative value no arena. What the arena cannot take goes to a file per object.
+    arena_bytes: int = 0
     # When the store is full, the least recently needed objects are spilled to files in
     # <spill_dir>/nbdist-spill-<node pid>/ (default: the system's temp dir), at most
     # spill_max_bytes of them (0: no limit but the disk), and read back when needed.

@@ -178,7 +178,7 @@ class DirectCalls:
             if oid in self.unregistered:
                 self.unregistered.discard(oid)
                 # The node, which would report it freed, never knew it.
-                ev.publish_later(records.freed, (time.time(), oid))
+                ev.publish_later(ev.ObjectFreed, (time.time(), oid, 0, ""))
                 return True
             return oid in self.returns
 
@@ -232,7 +232,7 @@ class DirectCalls:
                 elif held:
                     self.unregistered.add(oid)
                 else:  # dropped before it came: gone at once, and only this process knew
-                    ev.publish_later(records.freed, (time.time(), oid))
+                    ev.publish_later(ev.ObjectFreed, (time.time(), oid, 0, ""))
             for oid in call.holds:
                 client.release(oid)
 

@@ -1,16 +1,24 @@
 """The event stream: typed, versioned records of every state change (layer L0: stdlib only).
 
-Producers (the driver runtime) call `publish(record)`: an append to a bounded deque, nothing
-else, so tracing costs little on the hot path. On the hottest paths they call
-`publish_later(make, args)` instead, where ``make`` is a builder with a ``kind`` (an Event class,
-or a function marked with `builds`): the record is built (``make(*args)``, ids formatted) only
-if a subscriber wants records of that kind, else when it is read (`recent`, or a delivery;
-each read builds a new object). A single dispatcher thread, started on the first `subscribe`,
-hands each subscriber the records of the kinds it asked for in batches (a list per call), at
-most every ``BATCH_INTERVAL_S``; a *raw* subscriber gets the items as they were published (the
-same objects as in the history: `build` makes the record, `unbuilt` gives the builder and its
-arguments), so it can recognise by identity a record it already saw in `recent(raw=True)`.
-A subscriber gets the records published after it subscribed; one that falls more than
+One vocabulary for every producer: the driver runtime, the node daemon (through its driver),
+the Ray backend. Each record class has a ``code`` (`RECORDS`) and a *compact form*, ``(code,
+fields)``: its fields in order, ids as ints. A node sends its driver records in that form (an
+``EVENT`` message holds a list of them) and the driver publishes them as they come, with no
+translation per kind.
+
+Producers call `publish(record)`: an append to a bounded deque, nothing else, so tracing costs
+little on the hot path. On the hottest paths they call `publish_later(cls, fields)` instead:
+the compact form is kept, and the record is built (ids formatted) only if a subscriber wants
+records of that kind built, else when it is read (`recent`, or a delivery; each read builds a
+new object). Whether an item was kept compact or built lives inside the bus: a reader of raw
+items sees both through the same two functions, `build` (the record) and `fields` (its class
+and fields, ids as ints: what a fold keyed by ids reads, without building anything).
+
+A single dispatcher thread, started on the first `subscribe`, hands each subscriber the records
+of the kinds it asked for in batches (a list per call), at most every ``BATCH_INTERVAL_S``; a
+*raw* subscriber gets the items as they were published (the same objects as in the history), so
+it can recognise by identity a record it already saw in `recent(raw=True)` (`Replay`). A
+subscriber gets the records published after it subscribed; one that falls more than
 ``MAX_BACKLOG`` records behind gets an `EventsDropped` summary instead of the records it
 missed: a slow consumer never slows the engine. A `PullQueue` (`EventBus.pull`) queues the
 records of some kinds, raw, for a reader that takes them on its own schedule, with no
@@ -18,17 +26,30 @@ dispatcher thread in between (the engine's tally).
 
 A view of thousands of tasks does not follow every task's records: it asks for `summary()`, a
 `TaskSummary` folded by the engine (`nbdist.tally`) from the same stream, current as of the
-call; `object_info` says what is known of some objects (for a ref shown in a notebook).
+call; `object_info` says what is known of some objects (for a ref shown in a notebook);
+`ref_counts` how many refs the driver holds to some objects. The task timeline (`executions`,
+`workers`, `timeline_version`) is the engine's fold of the same stream (`nbdist.tracing`).
 
 Every record is a frozen dataclass with ``kind`` (a stable string) and ``version``
-(`EVENT_VERSION`, bumped when a field changes); ``time`` is ``time.time()`` on the driver or the
-worker where it happened. Ids are the hex strings users see elsewhere.
+(`EVENT_VERSION`, bumped when a field changes); ``time`` is ``time.time()`` on the driver, the
+node or the worker where it happened. Ids are the hex strings users see elsewhere.
+
+    task_submitted / started / finished / failed / retried      a task's life
+    object_created  (size, node, owner, task)  object_freed (size, node)
+    object_pinned / object_spilled / object_restored (size, node)    the node's store
+    wait_begun / wait_progress / wait_done                      get() and wait()
+    actor_created / restarted / died, node_up / node_down, worker_up / worker_down
+    stdout (a line of remote output), events_dropped, task_summary (not published)
 
     subscribe(callback, kinds=None, raw=False) -> unsubscribe
                                            callback(list[Event]) on the dispatcher thread
     recent(n=None, raw=False) -> list      the last records kept (config.event_buffer)
+    build(item) / fields(item)             a raw item's record / (class, fields, int ids)
     summary() -> TaskSummary | None        the driver's tasks by function and submitter
     object_info(ids) -> {id: {...}}        state, size, node and task of objects
+    ref_counts(ids) -> {id: int}           refs the driver holds
+    executions(), execution_count(), workers(), timeline_version(), current_cluster(items)
+                                           the task timeline (`nbdist.tracing`)
 """
 
 from __future__ import annotations
@@ -38,272 +59,71 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from .event_fold import DepFold
+from .event_records import (
+    EVENT_VERSION,
+    FAILED,
+    FINISHED,
+    RECORDS,
+    RETRIED,
+    RUNNING,
+    ActorCreated,
+    ActorDied,
+    ActorRestarted,
+    Compact,
+    Event,
+    EventsDropped,
+    Execution,
+    GroupCounts,
+    NodeDown,
+    NodeUp,
+    ObjectCreated,
+    ObjectFreed,
+    ObjectPinned,
+    ObjectRestored,
+    ObjectSpilled,
+    Output,
+    TaskFailed,
+    TaskFinished,
+    TaskRetried,
+    TaskStarted,
+    TaskSubmitted,
+    TaskSummary,
+    WaitBegun,
+    WaitDone,
+    WaitProgress,
+    WorkerDown,
+    WorkerState,
+    WorkerSummary,
+    WorkerUp,
+    build,
+    compact,
+    fields,
+    kind_of,
+)
+
+__all__ = [
+    "EVENT_VERSION", "FAILED", "FINISHED", "RECORDS", "RETRIED", "RUNNING", "ActorCreated", "ActorDied", "ActorRestarted", "Compact",
+    "DepFold", "Event", "EventBus", "EventsDropped", "Execution", "GroupCounts", "NodeDown", "NodeUp",
+    "ObjectCreated", "ObjectFreed", "ObjectPinned", "ObjectRestored", "ObjectSpilled",
+    "Output", "PullQueue", "Replay", "TaskFailed", "TaskFinished", "TaskRetried",
+    "TaskStarted", "TaskSubmitted", "TaskSummary", "WaitBegun", "WaitDone", "WaitProgress",
+    "WorkerDown", "WorkerState", "WorkerSummary", "WorkerUp", "build", "bus", "compact",
+    "current_cluster", "current_submitter", "execution_count", "executions", "fields", "kind_of", "object_info",
+    "output_handler", "publish", "publish_later", "recent", "ref_counts", "set_output_handler",
+    "set_submitter", "set_summary_source", "set_timeline_source", "subscribe", "summary",
+    "timeline_version", "workers",
+]
 
 log = logging.getLogger(__name__)
 
-EVENT_VERSION = 2  # 2: TaskFailed.submitter; the TaskSummary kind
 BATCH_INTERVAL_S = 0.05
 MAX_BACKLOG = 50_000
 
 
-@dataclass(frozen=True, slots=True)
-class Event:
-    time: float
-
-    kind = "event"
-    version = EVENT_VERSION
-
-
-@dataclass(frozen=True, slots=True)
-class TaskSubmitted(Event):
-    task_id: str
-    name: str
-    deps: tuple[str, ...]
-    returns: tuple[str, ...]
-    parent_task: str | None
-    actor_id: str | None = None
-    submitter: str | None = None  # an opaque tag of the caller (e.g. a notebook cell)
-    kind = "task_submitted"
-
-
-@dataclass(frozen=True, slots=True)
-class TaskStarted(Event):
-    task_id: str
-    name: str
-    node_id: str
-    worker_pid: int
-    kind = "task_started"
-
-
-@dataclass(frozen=True, slots=True)
-class TaskFinished(Event):
-    task_id: str
-    name: str
-    duration: float
-    node_id: str
-    worker_pid: int
-    started: float = 0.0  # when the worker began it (time.time() on the worker's machine)
-    kind = "task_finished"
-
-
-@dataclass(frozen=True, slots=True)
-class TaskFailed(Event):
-    task_id: str
-    name: str
-    error_type: str
-    message: str
-    duration: float
-    worker_pid: int
-    started: float = 0.0  # when the worker began it, if it ran (0.0 if it never did)
-    traceback: str = ""  # the remote traceback, as the worker formatted it
-    submitter: str | None = None  # as on its TaskSubmitted
-    kind = "task_failed"
-
-
-@dataclass(frozen=True, slots=True)
-class TaskRetried(Event):
-    task_id: str
-    name: str
-    attempt: int
-    reason: str
-    kind = "task_retried"
-
-
-@dataclass(frozen=True, slots=True)
-class ObjectCreated(Event):
-    object_id: str
-    size: int
-    node_id: str
-    owner: str
-    task_id: str | None
-    in_shared_memory: bool
-    kind = "object_created"
-
-
-@dataclass(frozen=True, slots=True)
-class ObjectFreed(Event):
-    object_id: str
-    kind = "object_freed"
-
-
-@dataclass(frozen=True, slots=True)
-class WaitBegun(Event):
-    wait_id: int
-    call: str  # "get" or "wait"
-    object_ids: tuple[str, ...]
-    num_returns: int
-    ready: int
-    submitter: str | None = None
-    kind = "wait_begun"
-
-
-@dataclass(frozen=True, slots=True)
-class WaitProgress(Event):
-    wait_id: int
-    ready: int
-    total: int
-    kind = "wait_progress"
-
-
-@dataclass(frozen=True, slots=True)
-class WaitDone(Event):
-    wait_id: int
-    ready: int
-    total: int
-    timed_out: bool
-    kind = "wait_done"
-
-
-@dataclass(frozen=True, slots=True)
-class ActorCreated(Event):
-    actor_id: str
-    class_name: str
-    name: str | None
-    kind = "actor_created"
-
-
-@dataclass(frozen=True, slots=True)
-class ActorRestarted(Event):
-    actor_id: str
-    restarts: int
-    kind = "actor_restarted"
-
-
-@dataclass(frozen=True, slots=True)
-class ActorDied(Event):
-    actor_id: str
-    reason: str
-    kind = "actor_died"
-
-
-@dataclass(frozen=True, slots=True)
-class NodeUp(Event):
-    node_id: str
-    address: str
-    resources: dict[str, float] = field(default_factory=dict)
-    kind = "node_up"
-
-
-@dataclass(frozen=True, slots=True)
-class NodeDown(Event):
-    node_id: str
-    reason: str
-    kind = "node_down"
-
-
-@dataclass(frozen=True, slots=True)
-class WorkerUp(Event):
-    node_id: str
-    worker_pid: int
-    kind = "worker_up"
-
-
-@dataclass(frozen=True, slots=True)
-class WorkerDown(Event):
-    node_id: str
-    worker_pid: int
-    reason: str
-    kind = "worker_down"
-
-
-@dataclass(frozen=True, slots=True)
-class Output(Event):
-    task_id: str
-    name: str
-    worker_pid: int
-    stream: str  # "stdout" or "stderr"
-    line: str
-    submitter: str | None = None  # the tag of the code that submitted the (root) task
-    kind = "stdout"
-
-
-@dataclass(frozen=True, slots=True)
-class EventsDropped(Event):
-    count: int
-    kind = "events_dropped"
-
-
-# One group of `TaskSummary.groups`: (function name, submitter, pending, scheduled, running,
-# finished, failed); pending: waiting for its arguments; scheduled: for a worker.
-GroupCounts = tuple[str, "str | None", int, int, int, int, int]
-# One of `TaskSummary.workers`: (node id, pid, id and name of the task it runs or None, tasks
-# it ended, seconds busy, its last ended tasks as (task id, name, started, ended, failed)).
-WorkerSummary = tuple[str, int, "str | None", "str | None", int, float,
-                      tuple[tuple[str, str, float, float, bool], ...]]
-
-
-@dataclass(frozen=True, slots=True)
-class TaskSummary(Event):
-    """The driver's tasks (nested ones included) folded by function and submitter, with the
-    workers and nodes they ran on: what `summary()` returns. Not published."""
-    groups: tuple[GroupCounts, ...]  # in order of appearance
-    edges: tuple[tuple[int, int, int], ...]  # (producing group, consuming group, refs passed)
-    workers: tuple[WorkerSummary, ...]
-    # (node id, tasks running, live objects, their bytes, of which in shared memory)
-    nodes: tuple[tuple[str, int, int, int, int], ...]
-    objects_freed: int
-    # The records folded in since the previous summary were all published after this (0.0:
-    # none): how long the oldest news it carries had waited.
-    news_since: float = 0.0
-    kind = "task_summary"
-
-
 Callback = Callable[[list[Event]], None]
-Builder = Callable[..., Event]
-
-
-# A record published unbuilt is kept as ``(builder number, arguments)``: plain values only
-# (ids as ints), so the garbage collector stops scanning it after one look; a history of
-# 200,000 objects cost the driver's full collections hundreds of milliseconds each.
-_builders: list[Builder] = []
-_codes: dict[Builder, int] = {}
-_register_lock = threading.Lock()
-
-
-def _code(make: Builder) -> int:
-    code = _codes.get(make)
-    if code is None:
-        with _register_lock:
-            code = _codes.get(make)
-            if code is None:
-                code = _codes[make] = len(_builders)
-                _builders.append(make)
-    return code
-
-
-def builds(kind: str) -> Callable[[Builder], Builder]:
-    """Mark a function as a builder of records of ``kind`` for `publish_later`."""
-
-    def mark(fn: Builder) -> Builder:
-        fn.kind = kind  # type: ignore[attr-defined]
-        _code(fn)
-        return fn
-
-    return mark
-
-
-def build(item: Any) -> Event:
-    """The record of an item as published (a raw subscriber's): built already, or built now
-    (a new object on every call)."""
-    if type(item) is tuple:
-        return _builders[item[0]](*item[1])
-    return item
-
-
-def unbuilt(item: Any) -> tuple[Builder, tuple] | None:
-    """``(builder, arguments)`` of an item published unbuilt, else None."""
-    if type(item) is tuple:
-        return _builders[item[0]], item[1]
-    return None
-
-
-def kind_of(item: Any) -> str:
-    """The kind of an item as published, built or not."""
-    if type(item) is tuple:
-        return _builders[item[0]].kind  # type: ignore[attr-defined]
-    return item.kind
 
 
 class Replay:
@@ -419,17 +239,17 @@ class EventBus:
                     sub.skip = max(0, sub.skip - 1)
             pending.append(event)
 
-    def publish_later(self, make: Builder, args: tuple) -> None:
-        """Publish the record ``make(*args)``: built at once if a subscriber wants it built,
-        else when it is first read. Then the dispatcher thread, which feeds live views, has
-        less to do: left to build them as well, it fell more than ``MAX_BACKLOG`` records
-        behind a 100,000-task run."""
-        kind = make.kind  # type: ignore[attr-defined]
+    def publish_later(self, cls: type[Event], values: tuple) -> None:
+        """Publish the record ``cls`` with ``values`` (its fields in order, ids as ints):
+        built at once if a subscriber wants it built, else kept compact and built when first
+        read. Then the dispatcher thread, which feeds live views, has less to do: left to
+        build them as well, it fell more than ``MAX_BACKLOG`` records behind a 100,000-task
+        run."""
         built = self._wanted_built
-        if self._subs and (built is None or kind in built):
-            self.publish(make(*args))
+        if self._subs and (built is None or cls.kind in built):
+            self.publish(build((cls.code, values)))
         else:
-            self.publish((_code(make), args))
+            self.publish((cls.code, values))
 
     def recent(self, n: int | None = None, raw: bool = False) -> list[Any]:
         items = list(self._history)
@@ -441,7 +261,7 @@ class EventBus:
                   kinds: Iterable[str] | None = None, raw: bool = False
                   ) -> Callable[[], None]:
         """``callback(batch)`` from now on, with the records of ``kinds`` (None: all);
-        ``raw``: items as published (see `build`, `unbuilt`)."""
+        ``raw``: items as published (see `build`, `fields`)."""
         sub = _Sub(callback, None if kinds is None else frozenset(kinds), raw)
         with self._lock:
             sub.skip = len(self._pending)
@@ -554,15 +374,35 @@ _bus = EventBus()
 class SummarySource(Protocol):
     def summary(self) -> TaskSummary: ...
     def object_info(self, object_ids: Iterable[str]) -> dict[str, dict[str, Any]]: ...
+    def ref_counts(self, object_ids: Iterable[str]) -> dict[str, int]: ...
+
+
+class TimelineSource(Protocol):
+    def executions(self, include_running: bool, last: int | None) -> list[Execution]: ...
+    def count(self, include_running: bool) -> int: ...
+    def workers(self) -> list[WorkerState]: ...
+    def version(self) -> int: ...
+    def current_cluster(self, items: list[Any]) -> list[Any]: ...
 
 
 _summary_source: SummarySource | None = None
 
 
+_timeline_source: TimelineSource | None = None
+
+
 def set_summary_source(source: SummarySource | None) -> None:
-    """Where `summary` and `object_info` come from (the engine's `nbdist.tally`)."""
+    """Where `summary`, `object_info` and `ref_counts` come from (the engine's
+    `nbdist.tally`)."""
     global _summary_source
     _summary_source = source
+
+
+def set_timeline_source(source: TimelineSource | None) -> None:
+    """Where `executions`, `workers`, `timeline_version` and `current_cluster` come from (the
+    engine's `nbdist.tracing`)."""
+    global _timeline_source
+    _timeline_source = source
 
 
 def summary() -> TaskSummary | None:
@@ -573,9 +413,49 @@ def summary() -> TaskSummary | None:
 
 def object_info(object_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
     """What is known of these objects (hex ids): ``state`` ("pending", "scheduled",
-    "running", "finished" or "failed"), ``size``, ``node``, ``task`` (its task's function)."""
+    "running", "finished" or "failed"), ``size``, ``node``, ``task`` (its task's function),
+    ``spilled`` (True while its node has it on disk)."""
     source = _summary_source
     return source.object_info(object_ids) if source is not None else {}
+
+
+def ref_counts(object_ids: Iterable[str]) -> dict[str, int]:
+    """How many refs the driver holds to each of these objects (hex ids; empty without a
+    driver)."""
+    source = _summary_source
+    return source.ref_counts(object_ids) if source is not None else {}
+
+
+def executions(include_running: bool = False, last: int | None = None) -> list[Execution]:
+    """The task executions of this cluster, oldest first (plus the running ones, if asked;
+    only the ``last`` ones of each, if given)."""
+    source = _timeline_source
+    return source.executions(include_running, last) if source is not None else []
+
+
+def execution_count(include_running: bool = False) -> int:
+    """How many executions `executions` has (without copying them)."""
+    source = _timeline_source
+    return source.count(include_running) if source is not None else 0
+
+
+def workers() -> list[WorkerState]:
+    """Every worker of this cluster seen in the stream, with the task it runs now."""
+    source = _timeline_source
+    return source.workers() if source is not None else []
+
+
+def timeline_version() -> int:
+    """A number that moves whenever the executions or workers change (cheap to ask)."""
+    source = _timeline_source
+    return source.version() if source is not None else 0
+
+
+def current_cluster(items: list[Any]) -> list[Any]:
+    """The tail of ``items`` (as `recent` returns them, raw or not) published since the
+    current cluster started (or the last one, without a cluster)."""
+    source = _timeline_source
+    return source.current_cluster(items) if source is not None else list(items)
 
 
 SubmitterFn = Callable[[], "str | None"]
@@ -631,6 +511,7 @@ def publish(event: Event) -> None:
     _bus.publish(event)
 
 
-def publish_later(make: Builder, args: tuple) -> None:
-    """`publish` of ``make(*args)``, built when read (see the module docstring)."""
-    _bus.publish_later(make, args)
+def publish_later(cls: type[Event], values: tuple) -> None:
+    """`publish` of the record ``cls`` with ``values`` (ids as ints), built when read (see the
+    module docstring)."""
+    _bus.publish_later(cls, values)

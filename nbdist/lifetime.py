@@ -10,8 +10,9 @@ Two mechanisms, because each covers a gap of the other:
 
 `lower_priority` lets workers yield the CPU to the notebook and browser (``worker_nice``).
 
-Stale shared-memory files (``nbdist-<pid>-...``) of daemons that died without cleaning up are
-removed by `sweep_stale_shm` when a new cluster starts.
+Stale shared-memory files (``nbdist-<pid>-...``: a node's arena, its object files, its writers'
+warm files) of daemons that died without cleaning up are removed by `sweep_stale_shm` when a new
+cluster starts; a daemon removes its own on the way out (`remove_shm_of`).
 """
 
 from __future__ import annotations

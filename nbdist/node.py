@@ -33,6 +33,7 @@ import weakref
 from typing import Any
 
 from . import config as config_mod
+from . import events as ev
 from . import ids, lifetime, links, store, transport
 from . import protocol as P
 from .exceptions import ObjectLostError
@@ -80,6 +81,7 @@ class NodeDaemon:
         if args.head.startswith("tcp:"):  # other nodes can join: see NodeState.parked
             self.state.placement.infeasible_wait = cfg.infeasible_wait_s
         self.state.objects.spill_limit = cfg.spill_max_bytes
+        self.state.notices.node_id = self.node_id  # named by its event records
         self.next_local = 1
         self.worker_peers: dict[int, Worker] = {}
         self.head: transport.Peer | None = None
@@ -109,6 +111,16 @@ class NodeDaemon:
         self._link_seq = 0
         self.boot_id = lifetime.boot_id()
         self.server.alloc = self._receive_file
+        self.arena: store.Arena | None = None
+        arena_size = cfg.object_store_memory if cfg.arena_bytes == 0 else cfg.arena_bytes
+        if arena_size >= store.ARENA_ALIGN:
+            try:
+                self.arena = store.create_arena(
+                    os.path.join(self.shm_dir, P.arena_name(self.node_pid)), arena_size)
+            except OSError as exc:
+                log.warning("nbdist node: no shared-memory arena (%s): one file per object", exc)
+        if self.arena is not None:
+            self.state.objects.enable_arena(self.arena.size)
 
     # ---------------------------------------------------------------- NodeIO
     def send(self, client: Client, msg: tuple) -> None:
@@ -127,6 +139,11 @@ class NodeDaemon:
         contained = tuple(loc[3]) if len(loc) > 3 else ()
         if blob is not None or not size:
             return (oid, blob, None, contained, "", 0)
+        offset = P.loc_offset(loc)
+        if offset >= 0 and self.arena is not None:
+            # A copy: the transport writes out of band later, when the range may be reused.
+            data = pickle.PickleBuffer(bytearray(self.arena.read(offset, size)))
+            return (oid, None, data, contained, "", size)
         peer = self.view.get(index) or {}
         if (self.cfg.same_host_links and peer.get("boot_id") == self.boot_id
                 and peer.get("shm_dir") == self.shm_dir and peer.get("pid")):
@@ -189,12 +206,15 @@ class NodeDaemon:
     # ---------------------------------------------------------------- spilling (NodeIO)
     # The file I/O only: which objects go to disk, and when, is the object table's policy
     # (`scheduler.objects.ObjectTable.make_room`).
-    def spill(self, oid: int, size: int) -> str | None:
+    def _spill_path(self, oid: int) -> str:
         if not self.spill_dir:
             self.spill_dir = os.path.join(self.cfg.spill_dir or tempfile.gettempdir(),
                                           f"nbdist-spill-{self.node_pid}")
             os.makedirs(self.spill_dir, mode=0o700, exist_ok=True)
-        path = os.path.join(self.spill_dir, f"{oid:x}")
+        return os.path.join(self.spill_dir, f"{oid:x}")
+
+    def spill(self, oid: int, size: int) -> str | None:
+        path = self._spill_path(oid)
         try:
             shutil.copyfile(self._shm_path(oid), path)
         except OSError as exc:
@@ -368,9 +388,7 @@ class NodeDaemon:
         client.worker = worker
         worker.client = client
         self.state.worker_started(worker)
-        notices = self.state.notices
-        for job in list(notices.jobs):
-            notices.event(job, "worker_up", {"pid": pid})
+        self.state.notices.everyone(ev.WorkerUp, (self.node_id, pid))
         return worker
 
     def _become_worker(self, sock: socket.socket, nice: int) -> None:
@@ -411,6 +429,35 @@ class NodeDaemon:
         except ProcessLookupError:
             pass
 
+    def commit_arena(self, start: int, end: int) -> bool:
+        return self.arena is not None and self.arena.commit(start, end)
+
+    def spill_range(self, oid: int, offset: int, size: int) -> str | None:
+        assert self.arena is not None
+        path = self._spill_path(oid)
+        try:
+            with open(path, "wb") as f:
+                f.write(self.arena.read(offset, size))
+        except OSError as exc:
+            log.error("nbdist node: cannot spill object %x to %s: %s", oid, path, exc)
+            unlink_file(path)
+            return None
+        return path
+
+    def restore_range(self, oid: int, path: str, offset: int, size: int) -> bool:
+        assert self.arena is not None
+        try:
+            with open(path, "rb", buffering=0) as f:
+                got = f.readinto(self.arena.view[offset:offset + size])
+        except OSError as exc:
+            log.error("nbdist node: cannot restore object %x from %s: %s", oid, path, exc)
+            return False
+        if got != size:
+            log.error("nbdist node: spill file %s of object %x is short", path, oid)
+            return False
+        unlink_file(path)
+        return True
+
     def unlink(self, oid: int) -> None:
         unlink_file(os.path.join(self.shm_dir, P.shm_name(self.node_pid, oid)))
 
@@ -435,6 +482,7 @@ class NodeDaemon:
             "hostname": socket.gethostname(),
             "boot_id": lifetime.boot_id(),
             "workers": [w.pid for w in self.state.workers.workers.values()],
+            "arena": (self.arena.path, self.arena.size) if self.arena is not None else None,
         }
 
     def on_messages(self, peer: transport.Peer, msgs: list[Any]) -> None:
@@ -473,8 +521,9 @@ class NodeDaemon:
                 _, task_id, job, locs, t0, t1 = msg
                 st.direct_result(client, task_id, job, locs, t0, t1)
             elif op == P.PUT:
-                _, oid, blob, shm_size, contained = msg
-                st.put(client, oid, blob, shm_size, contained)
+                st.put(client, msg[1], msg[2], msg[3], msg[4], msg[5] if len(msg) > 5 else -1)
+            elif op == P.UNPIN:
+                st.objects.unpin(client, msg[1])
             elif op == P.REGISTER_FN:
                 st.register_fn(msg[1], msg[2])
             elif op == P.STDOUT:
@@ -530,10 +579,11 @@ class NodeDaemon:
 
     def _control(self, client: Client, req_id: int, op: str, args: Any) -> None:
         if op == "reserve":
-            oid, size = args
-            error = self.state.reserve(client, oid, size)
+            oid, size = args[0], args[1]
+            error = self.state.objects.reserve(client, oid, size, len(args) > 2 and args[2])
+            grant = client.grants.get(oid)
             self.server.send(client.peer, (P.CONTROL_REPLY, req_id, error is None,
-                                           None if error is None else
+                                           (grant[0] if grant else -1) if error is None else
                                            f"ObjectStoreFullError: {error}"))
             return
         if op == "spilled":  # which objects are on disk now (for the panel), at most 10,000

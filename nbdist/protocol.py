@@ -14,13 +14,17 @@ Task spec (``SUBMIT``, ``EXEC``), a tuple indexed by the ``S_*`` constants:
     nested inside the arguments), job (client number of the driver the work belongs to), extra
     (dict of actor options for actor creation, else None).
 
-An object's location, ``Loc``: ``(oid, blob_or_None, shm_size)``: the value inline when blob is
-bytes, else a shared-memory file of shm_size bytes named ``shm_name(node_pid, oid)``.
+An object's location, ``Loc``: ``(oid, blob_or_None, shm_size[, contained[, offset]])``: the
+value inline when blob is bytes; else shm_size bytes in shared memory: in the node's arena at
+``offset`` when there is one (``arena_name``; see `loc_offset`), else a file named
+``shm_name(node_pid, oid)``. ``contained`` (ids of refs inside the value) travels with results.
+A location in the arena that the node sends a process is a *lease* on that range, which the
+process gives back with ``UNPIN`` (see `nbdist.store`).
 """
 
 from __future__ import annotations
 
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 4
 
 # -- handshake (after authentication) --
 HELLO = 1  # (HELLO, version, kind, pid, info: dict)                     client -> server
@@ -29,7 +33,7 @@ WELCOME = 2  # (WELCOME, version, client_no, info: dict)                  server
 # -- client (driver or worker) -> node --
 SUBMIT = 10  # (SUBMIT, spec)
 REGISTER_FN = 11  # (REGISTER_FN, fid, pickled)
-PUT = 12  # (PUT, oid, blob_or_None, shm_size, contained)
+PUT = 12  # (PUT, oid, blob_or_None, shm_size, contained[, offset])  offset: in the arena
 REFS = 13  # (REFS, ops: list of (+1|-1, id))  ordered adds/removes of this process's holds
 GET_REQ = 14  # (GET_REQ, oids)  push me these objects when they are ready
 BLOCKED = 15  # (BLOCKED, task_id)   the worker waits in get: give its CPU back
@@ -37,6 +41,8 @@ UNBLOCKED = 16  # (UNBLOCKED, task_id)
 CANCEL = 17  # (CANCEL, task_id, force)
 KILL_ACTOR = 18  # (KILL_ACTOR, actor_id, no_restart)
 CONTROL = 19  # (CONTROL, req_id, op, args)   cluster queries; relayed to the head as needed
+# ("reserve" (oid, size, arena_ok) answers the arena offset granted, or -1: write a file.)
+UNPIN = 20  # (UNPIN, offsets)  one lease on each of these arena ranges given back
 
 # -- worker -> node --
 RESULT = 30  # (RESULT, task_id, ok, locs, error_blob, t_start, t_end)
@@ -50,7 +56,7 @@ DIRECT_RESULT = 33  # (DIRECT_RESULT, task_id, job, locs, t_start, t_end)
 OBJ = 40  # (OBJ, loc)                                   a value or location pushed
 DONE = 41  # (DONE, task_id, ok, locs, t_start, t_end, worker_pid)  owner: its task ended
 STARTED = 42  # (STARTED, task_ids, worker_pid, t)        owner: its tasks began running
-EVENT = 43  # (EVENT, kind, fields: dict)                 the job's driver: other state changes
+EVENT = 43  # (EVENT, records: [(code, fields)])     the job's driver: events.RECORDS, compact
 CONTROL_REPLY = 44  # (CONTROL_REPLY, req_id, ok, result)
 LOG = 45  # (LOG, task_id, name, pid, stream, text)       the job's driver: remote output
 
@@ -124,6 +130,16 @@ def shm_name(node_pid: int, oid: int) -> str:
     """File name (under the shm dir) of a shared-memory object; the pid lets a sweep find
     files whose node daemon is gone."""
     return f"nbdist-{node_pid}-{oid:x}"
+
+
+def arena_name(node_pid: int) -> str:
+    """File name (under the shm dir) of a node's arena: swept and removed with its objects."""
+    return f"nbdist-{node_pid}-arena"
+
+
+def loc_offset(loc: tuple) -> int:
+    """Where a Loc's value is in the node's arena, or -1 (inline, or a file)."""
+    return loc[4] if len(loc) > 4 else -1
 
 
 def warm_name(node_pid: int, pid: int) -> str:

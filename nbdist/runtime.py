@@ -10,8 +10,11 @@ State (guarded by ``_lock`` where several threads touch it):
                learns of 0 -> 1 and 1 -> 0 changes through ``REFS`` messages, queued in
                ``_ref_ops`` in the order they happened and sent in front of the next message (or by
                the flusher within ``FLUSH_S``), so a hold is never released before a later use.
-``_cache``     id -> location of values this process may read: inline bytes or a shm file.
-``_mapped``    id -> read-only mapping of a shm object, so repeated gets share memory.
+``_cache``     id -> location of values this process may read: inline bytes, a range of the
+               node's arena, or a shm file.
+``_leases``    id -> the `_Lease` on the arena range of its cached location (see `nbdist.store`):
+               zero-copy views read from it keep it alive; its death gives the range back.
+``_mapped``    id -> read-only mapping of a shm file, so repeated gets share memory.
 ``_waiters``   id -> the waiter blocked in get/wait on it, or a list when several are: one
                waiter object for a get of 100,000 refs, not 100,000 lists for the garbage
                collector to scan.
@@ -35,6 +38,7 @@ from typing import Any
 from . import events as ev
 from . import links, records, serialization, store, transport
 from . import protocol as P
+from .backend import current as _current
 from .direct import DirectCalls
 from .exceptions import (
     ClusterError,
@@ -80,6 +84,21 @@ class _Dep:
 
 # Arguments that are refs travel as placeholders: simple to pickle (see serialization._plain).
 serialization.register_plain(_Dep)
+
+
+class _Lease:
+    """This process's use of one arena range the node sent it a location of. It dies with the
+    last view read from it (and the cached location, if any); dying queues ``UNPIN``, sent
+    like a ref release (a deque append: safe from any thread, and from the collector)."""
+
+    __slots__ = ("ops", "offset")
+
+    def __init__(self, ops: collections.deque[tuple], offset: int) -> None:
+        self.ops = ops
+        self.offset = offset
+
+    def __del__(self) -> None:
+        self.ops.append((P.UNPIN, self.offset))
 
 
 class _Flag:
@@ -133,6 +152,9 @@ class CoreClient:
         self._ref_ops: collections.deque[tuple] = collections.deque()
         self._cache: dict[int, tuple] = {}
         self._mapped: dict[int, memoryview] = {}
+        self._leases: dict[int, _Lease] = {}
+        where = info.get("arena")
+        self.arena = store.attach(where[0], where[1]) if where else None
         self._waiters: dict[int, _Waiter | list[_Waiter]] = {}
         self._expected: set[int] = set()
         self._requested: set[int] = set()
@@ -229,9 +251,12 @@ class CoreClient:
                 # messages, see `nbdist.direct`), in the order they were queued.
                 head: list[Any] = []
                 batch: list[tuple[int, int]] = []
+                unpins: list[int] = []
                 while ops:
                     op = ops.popleft()
-                    if op[0] == P.PUT:
+                    if op[0] == P.UNPIN:
+                        unpins.append(op[1])
+                    elif op[0] == P.PUT:
                         if batch:
                             head.append((P.REFS, batch))
                             batch = []
@@ -240,6 +265,8 @@ class CoreClient:
                         batch.append(op)
                 if batch:
                     head.append((P.REFS, batch))
+                if unpins:
+                    head.append((P.UNPIN, unpins))
                 msgs = [*head, *msgs]
             try:
                 self.conn.send(msgs)
@@ -274,6 +301,7 @@ class CoreClient:
                 return
             self._refs.pop(oid, None)
             self._cache.pop(oid, None)
+            self._leases.pop(oid, None)
             self._mapped.pop(oid, None)
             self._requested.discard(oid)
         direct = self.direct
@@ -368,8 +396,8 @@ class CoreClient:
             tag = ev.current_submitter()
             if tag is not None:
                 self.task_tags[task_id] = tag
-            ev.publish_later(records.submitted,
-                             (_T(), task_id, name, deps, num_returns, actor_id, tag))
+            ev.publish_later(ev.TaskSubmitted, (_T(), task_id, name, deps, ret_ids, None,
+                                                actor_id or None, tag))
         direct = self.direct
         if direct is not None:
             if actor_id and method != P.ACTOR_INIT and direct.route(spec, contained):
@@ -401,16 +429,36 @@ class CoreClient:
                     f"The value ({size / 2**20:.1f} MiB) is larger than the whole object store "
                     f"({self.capacity / 2**20:.1f} MiB). Start the cluster with a larger "
                     "object_store_memory, or split the value.")
-            self.reserve(oid, size)
-            store.write(self._shm_path(oid), parts, size, self._warm_base())
-            loc = (oid, None, size)
+            offset = self.write_object(oid, parts, size)
+            if offset >= 0:
+                loc = (oid, None, size, (), offset)
+                self._leases[oid] = _Lease(self._ref_ops, offset)  # counted by the node at PUT
+            else:
+                loc = (oid, None, size)
         ref = ObjectRef(oid, False)
         self._cache[oid] = loc
-        self.send([(P.PUT, oid, loc[1], loc[2], contained)])
+        self.send([(P.PUT, oid, loc[1], loc[2], contained, P.loc_offset(loc))])
         if self.mode == P.KIND_DRIVER:
-            ev.publish_later(records.created, (_T(), oid, size, self.node_id, self.client_no,
-                                               None, loc[1] is None))
+            ev.publish_later(ev.ObjectCreated, (_T(), oid, size, self.node_id,
+                                                self.client_no, None, loc[1] is None))
         return ref
+
+    def write_object(self, oid: int, parts: list[Any], size: int) -> int:
+        """Get room for a large value from the node and copy it there: its offset in the
+        arena, or -1 when the node had no range for it (then it is a file)."""
+        offset = self.reserve(oid, size)
+        if offset >= 0 and self.arena is not None:
+            self.arena.write(offset, parts, size)
+            return offset
+        store.write(self._shm_path(oid), parts, size, self._warm_base())
+        return -1
+
+    def with_leases(self, locs: list) -> list:
+        """Locations the node just sent, each in the arena with its `_Lease` appended (the
+        node counted one per location sent)."""
+        ops = self._ref_ops
+        return [loc + (_Lease(ops, loc[4]),) if len(loc) > 4 and loc[4] >= 0 else loc
+                for loc in locs]
 
     def _shm_path(self, oid: int) -> str:
         return os.path.join(self.shm_dir, P.shm_name(self.node_pid, oid))
@@ -419,9 +467,24 @@ class CoreClient:
         return os.path.join(self.shm_dir, P.warm_name(self.node_pid, os.getpid()))
 
     def value(self, loc: tuple) -> Any:
-        oid, blob, size = loc
+        """The value at ``loc``: a location this process received from the node (its lease,
+        if it is in the arena, either appended by `with_leases` or kept in ``_leases``)."""
+        oid, blob, size = loc[0], loc[1], loc[2]
         if blob is not None:
             return serialization.loads(blob)
+        if len(loc) > 4 and loc[4] >= 0:
+            if self.arena is None:
+                raise ObjectLostError(
+                    f"Object {oid:x} is in the node's shared-memory arena, which this process "
+                    "could not map (see the log of its start).")
+            lease = loc[5] if len(loc) > 5 else self._leases.get(oid)
+            if lease is None or lease.offset != loc[4]:
+                # Not (or no longer) leased here: the node sends a location with a lease.
+                loc = self._relocate(oid)
+                if len(loc) <= 5:
+                    return self.value(loc)
+                lease = loc[5]
+            return serialization.loads(self.arena.pinned(lease.offset, size, lease))
         view = self._mapped.get(oid)
         if view is None:
             try:
@@ -442,18 +505,26 @@ class CoreClient:
         try:
             self._block(oids, len(oids), timeout)
             with self._lock:
-                return {oid: self._cache[oid] for oid in oids if oid in self._cache}
+                out = {}
+                for oid in oids:
+                    loc = self._cache.get(oid)
+                    if loc is not None:
+                        lease = self._leases.get(oid)
+                        out[oid] = loc if lease is None else (*loc[:5], lease)
+                return out
         finally:
             with self._lock:
                 for oid in oids:
                     self._fetching.discard(oid)
                     if oid not in self._refs:
                         self._cache.pop(oid, None)
+                        self._leases.pop(oid, None)
                         self._requested.discard(oid)
 
     def _relocate(self, oid: int) -> tuple:
         with self._lock:
             self._cache.pop(oid, None)
+            self._leases.pop(oid, None)
             self._requested.discard(oid)
         loc = self.fetch([oid], 60.0).get(oid)
         if loc is None:
@@ -521,9 +592,9 @@ class CoreClient:
             wait_id = 0
             if self.mode == P.KIND_DRIVER:
                 wait_id = next(self._wait_ids)
-                ev.publish_later(records.wait_begun, (_T(), wait_id, "get", tuple(oids),
-                                                      len(oids), len(oids) - len(missing),
-                                                      self._tag()))
+                ev.publish_later(ev.WaitBegun, (_T(), wait_id, "get", tuple(oids),
+                                                len(oids), len(oids) - len(missing),
+                                                self._tag()))
             ok = self._block(missing, len(missing), timeout,
                              (wait_id, len(oids) - len(missing), len(oids)) if wait_id else None)
             if wait_id:
@@ -579,10 +650,12 @@ class CoreClient:
         return [tid for tid, t in list(self.task_tags.items()) if t == tag]
 
     # ------------------------------------------------------------ control
-    def reserve(self, oid: int, size: int) -> None:
+    def reserve(self, oid: int, size: int) -> int:
         """Ask the node for room for an object about to be written to shared memory (it
-        spills others to disk if needed); ObjectStoreFullError if there is none."""
-        self.control("reserve", (oid, size), timeout=120.0)
+        spills others to disk if needed); ObjectStoreFullError if there is none. Returns the
+        range of the arena granted, or -1: write a file."""
+        offset = self.control("reserve", (oid, size, self.arena is not None), timeout=120.0)
+        return offset if isinstance(offset, int) else -1
 
     def control(self, op: str, args: Any = None, timeout: float = 30.0) -> Any:
         req_id = next(self._req_ids)
@@ -625,9 +698,18 @@ class CoreClient:
     # ------------------------------------------------------------ incoming
     def _store(self, loc: tuple) -> None:
         oid = loc[0]
+        offset = P.loc_offset(loc)
+        # The node counted a lease for a location in the arena: one lease object per location
+        # received, given back at once if the location is not kept.
+        lease = _Lease(self._ref_ops, offset) if offset >= 0 else None
         with self._lock:
             if oid in self._refs or oid in self._fetching:
-                self._cache[oid] = loc[:3]
+                if lease is None:
+                    self._cache[oid] = loc[:3]
+                    self._leases.pop(oid, None)
+                else:
+                    self._cache[oid] = (oid, None, loc[2], (), offset)
+                    self._leases[oid] = lease
             found = self._waiters.pop(oid, None)
         if found is not None:
             for w in (found if isinstance(found, list) else (found,)):
@@ -655,7 +737,7 @@ class CoreClient:
             elif op == P.LOG:
                 records.output(self, msg)
             elif op == P.EVENT:
-                records.node_event(self, msg[1], msg[2])
+                records.node_events(self, msg[1])
             elif op == P.CONTROL_REPLY:
                 slot = self._control.pop(msg[1], None)
                 if slot is not None:
@@ -719,18 +801,17 @@ def _no_publish(event: ev.Event) -> None:
     return None
 
 
-# The process's client: set by init() in a driver, by the worker main in a worker.
-_client: CoreClient | None = None
+# The process's client lives in the runtime context (`backend.current`): set by init() in a
+# driver, by the worker main in a worker.
 _auto_init: Callable[[], CoreClient] | None = None
 
 
 def set_client(client: CoreClient | None) -> None:
-    global _client
-    _client = client
+    _current.client = client
 
 
 def current() -> CoreClient:
-    client = _client
+    client = _current.client
     if client is None or client.closed:
         if client is None and _auto_init is not None:
             return _auto_init()

@@ -1,19 +1,45 @@
-"""Shared-memory object files (layer L1).
+"""Shared memory for large objects (layer L1): one arena per node, files as the fallback.
 
-One file per large object in the shm dir (``/dev/shm``), named by `protocol.shm_name`. The
-producer (a driver's `put`, a worker's result) writes the serialized blob with ``os.writev``
-straight from the pickle buffers (one copy: user memory -> shared memory); a reader maps the
-file read-only, so out-of-band buffers deserialize as zero-copy read-only views. The node
-daemon that owns the object unlinks the file when no reference remains; mappings that readers
-still hold stay valid until they drop them (POSIX unlink semantics), so freeing is never unsafe.
+**The arena.** The node daemon creates one file per node in the shm dir (``/dev/shm``), named
+by `protocol.arena_name` (session-prefixed: the node's pid, so `lifetime` sweeps and removes it
+with the node's other files), sized to the store's capacity but sparse (``ftruncate``). Every
+process of the node maps it once, read-write: the daemon at start-up, its forked workers by
+inheriting that mapping, a driver at connect (`attach`). An object in the arena is a range
+``[offset, offset + size)``; ranges are handed out by the node's object table (an `Allocator`,
+below, owned by `nbdist.scheduler.objects`) and the table *commits* a range's pages
+(``posix_fallocate``, by the daemon) before granting it the first time, so a write into the
+mapping can never hit a full tmpfs (SIGBUS): it is refused up front and the object goes to a
+file instead. Pages are never given back while the node lives, so a range reused for a later
+object is already allocated and mapped in every process: a writer copies at memcpy speed
+(`Arena.write`, one copy from the pickle-5 buffers) and a reader pays no ``mmap`` and no page
+faults (`Arena.pinned`).
+
+**Who may touch a range.** The writer, between its grant and its ``PUT``/``RESULT``. Readers,
+through a *lease*: the node counts a lease on the range each time it sends a process a location
+in the arena; the process turns it into a lease object whose death (last zero-copy view gone,
+location dropped from its cache) sends ``UNPIN`` back. The table reuses a range only when no
+object stores in it *and* no lease remains (see the object table for the invariant); a spilled
+or freed range that readers still use lingers until they let go. `Arena.pinned` gives readers
+read-only views that keep their lease alive: numpy arrays and Arrow buffers unpickled from it
+are zero-copy and read-only, and hold the lease while they live.
+
+**Files (the fallback, and what crosses nodes).** An object the arena cannot take (no arena,
+too big for it, fragmented, tmpfs full) is one file per object, named by `protocol.shm_name`,
+as before the arena existed: the producer writes the blob with ``os.writev`` (see `write` and
+its *warm file*), a reader maps the file read-only (`map_readonly`), and the owner unlinks it
+when no reference remains; mappings that readers still hold stay valid (POSIX unlink
+semantics). Values received from another node and objects restored when the arena is full are
+files too.
+
 Capacity accounting and the eviction and spill policy live in the node's object table
 (`nbdist.scheduler.objects`), the spill files' I/O in the node daemon (`nbdist.node`); this
-module only moves bytes.
+module only moves bytes and does the arithmetic of ranges.
 """
 
 from __future__ import annotations
 
 import atexit
+import bisect
 import contextlib
 import mmap
 import os
@@ -167,3 +193,165 @@ def unlink(path: str) -> None:
         os.unlink(path)
     except FileNotFoundError:
         pass
+
+
+# ---------------------------------------------------------------------------- the arena
+ARENA_ALIGN = 4096  # ranges start on page boundaries: page-aligned buffers, whole pages reused
+
+
+def _round(size: int) -> int:
+    return max(ARENA_ALIGN, -(-size // ARENA_ALIGN) * ARENA_ALIGN)
+
+
+class Allocator:
+    """First-fit ranges of ``[0, size)`` with coalescing of neighbours on release. Pure
+    arithmetic (no I/O): the node's object table owns one. Free ranges are kept sorted by
+    offset in two parallel lists; every range is a multiple of `ARENA_ALIGN`."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size - size % ARENA_ALIGN
+        self.starts: list[int] = [0] if self.size else []
+        self.lengths: list[int] = [self.size] if self.size else []
+        self.used = 0
+
+    def alloc(self, size: int) -> int:
+        """The offset of a free range of ``size`` bytes, now taken; -1 if none is free."""
+        need = _round(size)
+        for i, length in enumerate(self.lengths):
+            if length >= need:
+                start = self.starts[i]
+                if length == need:
+                    del self.starts[i], self.lengths[i]
+                else:
+                    self.starts[i] = start + need
+                    self.lengths[i] = length - need
+                self.used += need
+                return start
+        return -1
+
+    def release(self, offset: int, size: int) -> None:
+        """Give back the range `alloc` returned for ``size`` bytes at ``offset``."""
+        length = _round(size)
+        starts, lengths = self.starts, self.lengths
+        i = bisect.bisect_left(starts, offset)
+        if offset < 0 or offset + length > self.size or (
+                i < len(starts) and starts[i] < offset + length) or (
+                i > 0 and starts[i - 1] + lengths[i - 1] > offset):
+            raise ValueError(f"range {offset:#x}+{length:#x} is not taken (freed twice?)")
+        self.used -= length
+        if i > 0 and starts[i - 1] + lengths[i - 1] == offset:
+            i -= 1
+            lengths[i] += length
+        else:
+            starts.insert(i, offset)
+            lengths.insert(i, length)
+        if i + 1 < len(starts) and starts[i] + lengths[i] == starts[i + 1]:
+            lengths[i] += lengths[i + 1]
+            del starts[i + 1], lengths[i + 1]
+
+    def free_ranges(self) -> list[tuple[int, int]]:
+        return list(zip(self.starts, self.lengths, strict=True))
+
+
+class Arena:
+    """This process's read-write mapping of its node's arena file (see the module docstring).
+    ``fd`` stays open in the daemon only (it commits pages); other processes close it."""
+
+    def __init__(self, path: str, size: int, create: bool = False) -> None:
+        flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
+        fd = os.open(path, flags, 0o600)
+        try:
+            if create:
+                os.ftruncate(fd, size)
+            self.mm = mmap.mmap(fd, size)
+        except BaseException:
+            os.close(fd)
+            if create:
+                unlink(path)
+            raise
+        self.path = path
+        self.size = size
+        self.fd = fd if create else -1
+        if not create:
+            os.close(fd)
+        self.view = memoryview(self.mm)
+        self._bytes: Any = None  # numpy uint8 array over the mapping, made at the first read
+
+    def commit(self, start: int, end: int) -> bool:
+        """Allocate the file's pages of ``[start, end)`` (daemon only); False if tmpfs is full."""
+        try:
+            os.posix_fallocate(self.fd, start, end - start)
+        except OSError:
+            return False
+        return True
+
+    def write(self, offset: int, parts: list[Any], size: int) -> None:
+        """Copy the concatenation of ``parts`` (``size`` bytes) to ``offset``."""
+        view = self.view
+        pos = offset
+        for part in parts:
+            data = memoryview(part).cast("B")
+            n = data.nbytes
+            if n:
+                view[pos:pos + n] = data
+                pos += n
+        if pos - offset != size:
+            raise ValueError(f"wrote {pos - offset} bytes into a range of {size}")
+
+    def read(self, offset: int, size: int) -> memoryview:
+        """A plain view of a range, valid only while its owner keeps the range (the daemon's
+        own copies: spilling, sending to another node)."""
+        return self.view[offset:offset + size]
+
+    def pinned(self, offset: int, size: int, lease: Any) -> memoryview:
+        """A read-only view of a range that keeps ``lease`` alive as long as it, or any view or
+        array made from it, lives."""
+        if self.view[offset] != _TAG_PICKLE:  # out-of-band buffers: views outlive the read
+            if self._bytes is None:
+                import numpy as np
+
+                self._bytes = np.frombuffer(self.mm, dtype=np.uint8)
+            exporter = self._bytes[offset:offset + size].view(_pinned_type())
+            exporter.flags.writeable = False
+            exporter.lease = lease
+            return memoryview(exporter)
+        return self.view[offset:offset + size].toreadonly()  # unpickling copies everything
+
+
+_TAG_PICKLE = 0x50  # serialization.TAG_PICKLE: no out-of-band buffers
+_Pinned: Any = None
+
+
+def _pinned_type() -> Any:
+    """An ndarray subclass, only so a view can carry its lease as an attribute: a memoryview
+    (and so every slice and array made from it) keeps its exporter alive."""
+    global _Pinned
+    if _Pinned is None:
+        import numpy as np
+
+        class Pinned(np.ndarray):
+            pass
+
+        _Pinned = Pinned
+    return _Pinned
+
+
+_arenas: dict[str, Arena] = {}
+
+
+def create_arena(path: str, size: int) -> Arena:
+    """The daemon's arena (workers it forks find it here, already mapped)."""
+    arena = _arenas[path] = Arena(path, size, create=True)
+    return arena
+
+
+def attach(path: str, size: int) -> Arena | None:
+    """This process's mapping of the arena at ``path``, made once; None if it cannot be
+    mapped (every write then goes to files)."""
+    arena = _arenas.get(path)
+    if arena is None or arena.size != size:
+        try:
+            arena = _arenas[path] = Arena(path, size)
+        except OSError:
+            return None
+    return arena

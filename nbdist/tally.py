@@ -1,9 +1,10 @@
 """The driver's tasks folded by function and submitter: what a view of thousands of tasks shows
 (layer L2). `events.summary()` and `events.object_info()` read it.
 
-It follows the event stream through a pull queue (`events.EventBus.pull`): the per-call records
-(a task submitted, started, finished; an object created, freed) are queued as published, as
-their builders' arguments, never built, and folded at a couple of microseconds a record: by
+It follows the event stream through a pull queue (`events.EventBus.pull`): the records of
+`KINDS` are queued as published and read through `events.fields` (the record's fields, ids as
+ints: one handler per record class, never a record built for it), folded at a couple of
+microseconds a record: by
 the event dispatcher thread at each of its turns, and by each question for what is left, on the
 asking thread, so an answer is current as of the call. Following starts with the first question,
 after folding the records the event history still keeps; if the queue ever overflows (nobody
@@ -16,11 +17,10 @@ State, under ``lock``:
               return ids); plain values, which the garbage collector stops scanning
 ``groups``    (function name, submitter) -> counts per state (pending, scheduled, running,
               finished, failed); ``order``: the keys as they first appeared
-``producer``  live object id -> (task id, group key) of the task that returns it
-``waiting``   object id -> tasks that take it and wait for it (pending until it exists), a
-              tuple: like the others, plain values the garbage collector stops scanning
-``objects``   live object id -> (node, size, in shared memory, holds an error)
-``edges``     (producing key, consuming key) -> refs passed from one to the other
+``deps``      an `events.DepFold` (shared with the panel's model): which task returns which
+              object, which tasks wait for which, and the edges between groups (keys)
+``objects``   live object id -> (node, size, in shared memory, holds an error); ``spilled``:
+              those a node has on disk now (not in shared memory meanwhile)
 ``workers``   (node, pid) -> [task id running or 0, its name, tasks ended, busy seconds,
               the last SPANS tasks ended as (task id, name, started, ended, failed), the
               group key of the last]
@@ -44,7 +44,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from . import events as ev
-from . import records
+from . import tracing
+from .backend import current
 from .ids import hex_id
 
 PENDING, SCHEDULED, RUNNING, FINISHED, FAILED = range(5)
@@ -55,7 +56,7 @@ SPANS = 20
 BUSY_GAP_S = 0.25
 # The kinds folded here; the rest of the stream does not concern it.
 KINDS = ("task_submitted", "task_started", "task_finished", "task_failed", "task_retried",
-         "object_created", "object_freed")
+         "object_created", "object_freed", "object_spilled", "object_restored")
 
 Key = tuple[str, "str | None"]
 
@@ -74,27 +75,24 @@ class Tally:
         self._replay = ev.Replay()  # records folded when following began
         self._after: Any = None  # the last record of an earlier driver: fold only newer ones
         self._news_since = 0.0  # see `events.TaskSummary.news_since`
-        self._raw: dict[Any, Callable[..., None]] = {
-            records.submitted: self._submitted, records.started: self._started,
-            records.finished: self._finished, records.created: self._created,
-            records.freed: self._freed}
-        self._built: dict[type, Callable[[Any], None]] = {
-            ev.TaskSubmitted: self._built_submitted, ev.TaskStarted: self._built_started,
-            ev.TaskFinished: self._built_finished, ev.TaskFailed: self._failed,
-            ev.TaskRetried: self._retried, ev.ObjectCreated: self._built_created,
-            ev.ObjectFreed: self._built_freed}
+        # One handler per record class, called with the record's fields (ids as ints).
+        self._handlers: dict[type[ev.Event], Callable[..., None]] = {
+            ev.TaskSubmitted: self._submitted, ev.TaskStarted: self._started,
+            ev.TaskFinished: self._finished, ev.TaskFailed: self._failed,
+            ev.TaskRetried: self._retried, ev.ObjectCreated: self._created,
+            ev.ObjectFreed: self._freed, ev.ObjectSpilled: self._spilled,
+            ev.ObjectRestored: self._restored}
         self._clear()
 
     def _clear(self) -> None:
         self.tasks: dict[int, tuple] = {}
         self.groups: dict[Key, list[int]] = {}
         self.order: list[Key] = []
-        self.producer: dict[int, tuple[int, Key]] = {}
-        self.waiting: dict[int, tuple[int, ...]] = {}
+        self.deps = ev.DepFold()
         self.objects: dict[int, tuple[str, int, bool, bool]] = {}
-        self.edges: dict[tuple[Key, Key], int] = {}
         self.workers: dict[tuple[str, int], list[Any]] = {}
         self.nodes: dict[str, list[int]] = {}
+        self.spilled: set[int] = set()  # live objects on a node's disk now
         self.freed = 0
 
     # ------------------------------------------------------------ following the stream
@@ -150,25 +148,20 @@ class Tally:
         self._fold(items)
 
     def fold(self, items: Iterable[Any]) -> None:
-        """Fold records in as a raw subscriber gets them (built or not)."""
+        """Fold records in as a raw subscriber gets them."""
         with self.lock:
             self._fold(items)
 
     def _fold(self, items: Iterable[Any]) -> None:
-        raw, built, unbuilt = self._raw, self._built, ev.unbuilt
+        handlers, fields = self._handlers, ev.fields
         for item in items:
             try:
-                made = unbuilt(item)
-                if made is not None:
-                    handler = raw.get(made[0])
-                    if handler is not None:
-                        handler(*made[1])
-                    continue
-                handler1 = built.get(type(item))
-                if handler1 is not None:
-                    handler1(item)
-            except ValueError:
-                continue  # ids that are not ours (hand-made records)
+                cls, values = fields(item)
+                handler = handlers.get(cls)
+                if handler is not None:
+                    handler(*values)
+            except (ValueError, KeyError):
+                continue  # ids that are not ours (hand-made records), or not a record
 
     # ------------------------------------------------------------ answers
     def summary(self) -> ev.TaskSummary:
@@ -188,7 +181,7 @@ class Tally:
             names = self._unreported_running(now, counts, running)
             groups = tuple((key[0], key[1], c[0], c[1], c[2], c[3], c[4])
                            for key, c in counts.items())
-            edges = tuple((index[a], index[b], n) for (a, b), n in self.edges.items())
+            edges = tuple((index[a], index[b], n) for (a, b), n in self.deps.edges.items())
             workers = tuple(
                 (node, pid, hex_id(w[0]) if w[0] else None, w[1] or names.get((node, pid)),
                  w[2], round(w[3], 3),
@@ -233,13 +226,15 @@ class Tally:
                     oid = _int(text)
                 except ValueError:
                     continue
-                made = self.producer.get(oid)
+                made = self.deps.producer.get(oid)
                 info: dict[str, Any] = {"task": made[1][0]} if made is not None else {}
                 obj = self.objects.get(oid)
                 if obj is not None:
                     info["state"] = "failed" if obj[3] else "finished"
                     if not obj[3]:
                         info.update(size=obj[1], node=obj[0])
+                        if oid in self.spilled:
+                            info["spilled"] = True
                 elif made is not None:
                     task = self.tasks.get(made[0])
                     if task is None:
@@ -252,12 +247,24 @@ class Tally:
                 out[text] = info
         return out
 
+    def ref_counts(self, object_ids: Iterable[str]) -> dict[str, int]:
+        """How many refs the driver holds to these objects (see `events.ref_counts`)."""
+        client = current.client
+        if client is None or client.closed:
+            return {}
+        out = {}
+        for text in object_ids:
+            try:
+                out[text] = int(client.ref_count(_int(text)))
+            except ValueError:
+                continue
+        return out
+
     # ------------------------------------------------------------ folding (under lock)
-    def _submitted(self, t: float, task_id: int, name: str, deps: tuple[int, ...], nret: int,
-                   actor_id: int, tag: str | None, parent: int = 0,
-                   returns: tuple[int, ...] | None = None) -> None:
-        """(The arguments of `records.submitted`; ``returns``, when the ids do not follow
-        the task's, as on the Ray backend.)"""
+    # Each takes its record's fields in order, ids as ints (`events.fields`).
+    def _submitted(self, t: float, task_id: int, name: str, deps: Iterable[int],
+                   returns: Iterable[int], parent: int | None = None, actor: int | None = None,
+                   tag: str | None = None) -> None:
         if task_id in self.tasks:
             return
         key = (name, tag)
@@ -265,24 +272,11 @@ class Tally:
         if counts is None:
             counts = self.groups[key] = [0, 0, 0, 0, 0]
             self.order.append(key)
-        missing = 0
-        if deps:
-            producer, objects, edges = self.producer, self.objects, self.edges
-            for dep in deps:
-                made = producer.get(dep)
-                if made is not None:
-                    edge = (made[1], key)
-                    edges[edge] = edges.get(edge, 0) + 1
-                if dep not in objects:
-                    self.waiting[dep] = (*self.waiting.get(dep, ()), task_id)
-                    missing += 1
+        missing = self.deps.submitted(task_id, key, deps, returns,
+                                      self.objects.__contains__)[0]
         state = PENDING if missing else SCHEDULED
         counts[state] += 1
-        ret_ids = range(task_id + 1, task_id + 1 + nret) if returns is None else returns
-        self.tasks[task_id] = (key, state, missing, "", 0, ret_ids)
-        made_here = (task_id, key)
-        for oid in ret_ids:
-            self.producer[oid] = made_here
+        self.tasks[task_id] = (key, state, missing, "", 0, returns)
 
     def _started(self, t: float, task_id: int, name: str, node: str, pid: int) -> None:
         task = self.tasks.get(task_id)
@@ -324,17 +318,16 @@ class Tally:
             worker[5] = key
         return made
 
-    def _failed(self, e: ev.TaskFailed) -> None:
-        task_id = _int(e.task_id)
-        started = e.started or e.time - e.duration
-        for oid in self._ended(task_id, e.name, "", e.worker_pid, started, e.duration, FAILED):
+    def _failed(self, t: float, task_id: int, name: str, error_type: str, message: str,
+                duration: float, pid: int, started: float = 0.0, *_: Any) -> None:
+        started = started or t - duration
+        for oid in self._ended(task_id, name, "", pid, started, duration, FAILED):
             if oid not in self.objects:
                 # It holds the error: for the tasks that take it, it is there.
                 self.objects[oid] = ("", 0, False, True)
                 self._ready(oid)
 
-    def _retried(self, e: ev.TaskRetried) -> None:
-        task_id = _int(e.task_id)
+    def _retried(self, t: float, task_id: int, name: str, attempt: int, reason: str) -> None:
         task = self.tasks.get(task_id)
         if task is None:
             return
@@ -361,8 +354,9 @@ class Tally:
             counts[3] += size
         self._ready(oid)
 
-    def _freed(self, t: float, oid: int) -> None:
-        self.producer.pop(oid, None)
+    def _freed(self, t: float, oid: int, size: int = 0, node: str = "") -> None:
+        self.deps.freed(oid)
+        self.spilled.discard(oid)
         obj = self.objects.pop(oid, None)
         if obj is None or obj[3]:
             return
@@ -373,11 +367,22 @@ class Tally:
         if obj[2]:
             counts[3] -= obj[1]
 
+    def _spilled(self, t: float, oid: int, size: int, node: str) -> None:
+        obj = self.objects.get(oid)
+        if obj is not None and obj[2] and oid not in self.spilled:
+            self.spilled.add(oid)
+            self.objects[oid] = (obj[0], obj[1], False, obj[3])
+            self._node(obj[0])[3] -= obj[1]
+
+    def _restored(self, t: float, oid: int, size: int, node: str) -> None:
+        obj = self.objects.get(oid)
+        if obj is not None and oid in self.spilled:
+            self.spilled.discard(oid)
+            self.objects[oid] = (obj[0], obj[1], True, obj[3])
+            self._node(obj[0])[3] += obj[1]
+
     def _ready(self, oid: int) -> None:
-        waiting = self.waiting.pop(oid, None)
-        if not waiting:
-            return
-        for task_id in waiting:
+        for task_id in self.deps.ready(oid):
             task = self.tasks.get(task_id)
             if task is None or task[1] != PENDING:
                 continue
@@ -402,29 +407,11 @@ class Tally:
             counts = self.nodes[node] = [0, 0, 0, 0]
         return counts
 
-    # Records built already (someone else subscribed to every record): the same, from ids.
-    def _built_submitted(self, e: ev.TaskSubmitted) -> None:
-        self._submitted(e.time, _int(e.task_id), e.name, tuple(_int(d) for d in e.deps),
-                        len(e.returns), 0, e.submitter,
-                        returns=tuple(_int(r) for r in e.returns))
-
-    def _built_started(self, e: ev.TaskStarted) -> None:
-        self._started(e.time, _int(e.task_id), e.name, e.node_id, e.worker_pid)
-
-    def _built_finished(self, e: ev.TaskFinished) -> None:
-        self._finished(e.time, _int(e.task_id), e.name, e.duration, e.node_id, e.worker_pid,
-                       e.started)
-
-    def _built_created(self, e: ev.ObjectCreated) -> None:
-        self._created(e.time, _int(e.object_id), e.size, e.node_id, 0, None,
-                      e.in_shared_memory)
-
-    def _built_freed(self, e: ev.ObjectFreed) -> None:
-        self._freed(e.time, _int(e.object_id))
-
 
 _tally = Tally()
+# What `nbdist.events` answers of the engine's folds: the tally's, and the timeline's.
 ev.set_summary_source(_tally)
+ev.set_timeline_source(tracing.SOURCE)
 
 
 def reset() -> None:

@@ -17,7 +17,9 @@ Where the data comes from: one subscription to `nbdist.events` kept by a process
 `Recording`: TaskStarted opens an execution, TaskFinished / TaskFailed / TaskRetried close it;
 WorkerUp / WorkerDown and the task records also give the workers' state (``workers()``, shown by
 ``%nbdist status``). A task that failed before any worker ran it (e.g. its dependency failed)
-has no execution.
+has no execution. `nbdist.events` answers ``executions``, ``execution_count``, ``workers``,
+``timeline_version`` and ``current_cluster`` from this record (`SOURCE`), so the notebook layer
+reads the timeline through the event API, never this module.
 
 The record starts with the cluster: it holds the executions of the cluster running now (or of
 the last one, after ``shutdown``), and is emptied when a new cluster starts. It is bounded: the
@@ -45,56 +47,19 @@ import itertools
 import json
 import os
 import threading
-import time
 from collections.abc import Iterable
 from typing import Any
 
 from . import events as ev
-from . import runtime
+from .backend import current
+from .event_records import FAILED, FINISHED, RETRIED, RUNNING, Execution, WorkerState
 
 MAX_EXECUTIONS = 100_000
 MAX_RUNNING = 10_000
 
-FINISHED, FAILED, RETRIED, RUNNING = "finished", "failed", "retried", "running"
 _CNAME = {FINISHED: "good", FAILED: "terrible", RETRIED: "terrible", RUNNING: "generic_work"}
 
 Json = dict[str, Any]
-
-
-@dataclasses.dataclass(slots=True)
-class Execution:
-    """One run of a task on a worker (``end`` is None while it runs)."""
-
-    task_id: str
-    name: str
-    node_id: str
-    worker_pid: int
-    start: float
-    end: float | None = None
-    state: str = RUNNING
-    attempt: int = 0
-    error_type: str | None = None
-    error: str | None = None
-
-    @property
-    def duration(self) -> float:
-        return max(0.0, (self.end if self.end is not None else time.time()) - self.start)
-
-
-@dataclasses.dataclass(slots=True)
-class WorkerState:
-    """A worker as the event stream shows it: up/down, and the task it runs now (if any)."""
-
-    node_id: str
-    pid: int
-    state: str = "up"
-    task_id: str | None = None
-    task_name: str | None = None
-    tasks_done: int = 0
-
-    @property
-    def busy(self) -> bool:
-        return self.task_id is not None
 
 
 class TaskTimeline:
@@ -326,14 +291,12 @@ def current_cluster_history(history: list[ev.Event] | None = None) -> list[ev.Ev
 
 
 def _cluster_nodes() -> set[str]:
-    client = runtime._client
+    client = current.client
     if client is None or client.closed:
         return set()
     nodes = {client.node_id}
     try:
-        from . import api
-
-        nodes.update(str(n["NodeID"]) for n in api.nodes())
+        nodes.update(str(n["NodeID"]) for n in current.backend.nodes())
     except Exception:  # the node may still be joining the head: its own id is enough
         pass
     return nodes
@@ -419,7 +382,7 @@ class Recording:
 
 
 def _live_client() -> Any:
-    client = runtime._client
+    client = current.client
     return client if client is not None and not client.closed else None
 
 
@@ -454,3 +417,27 @@ def executions(include_running: bool = False) -> list[Execution]:
 def workers() -> list[WorkerState]:
     """Every worker of this cluster seen in the event stream, with the task it runs now."""
     return list(_recording.read(lambda tl: tl.workers()))
+
+
+class _Source:
+    """What `nbdist.events` answers about the timeline (`events.executions` and the rest)."""
+
+    def executions(self, include_running: bool, last: int | None) -> list[Execution]:
+        return list(_recording.read(lambda tl: tl.executions(include_running, last)))
+
+    def count(self, include_running: bool) -> int:
+        return int(_recording.read(lambda tl: tl.count(include_running)))
+
+    def workers(self) -> list[WorkerState]:
+        return workers()
+
+    def version(self) -> int:
+        _recording.start()
+        return int(_recording.peek(lambda tl: tl.version))
+
+    def current_cluster(self, items: list[Any]) -> list[Any]:
+        kept = len(current_cluster_history([ev.build(x) for x in items]))
+        return list(items[len(items) - kept:])
+
+
+SOURCE = _Source()  # (`nbdist.tally` hands it to `nbdist.events`)

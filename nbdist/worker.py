@@ -35,7 +35,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from . import links, runtime, serialization, store, transport
+from . import links, runtime, serialization, transport
 from . import protocol as P
 from .exceptions import SerializationError, TaskCancelledError
 
@@ -107,6 +107,8 @@ class Worker:
         op = msg[0]
         if op == P.EXEC:
             spec = msg[1]
+            if msg[2]:  # leases on the arguments in the arena, held until the task is done
+                msg = (op, spec, self.client.with_leases(msg[2]), *msg[3:])
             if self.actor_id and spec[P.S_METHOD] != P.ACTOR_INIT and (self.pool or self.loop):
                 self.run_concurrent(msg)
             else:
@@ -188,7 +190,10 @@ class Worker:
     def resolve(self, msg: tuple) -> tuple | None:
         """A direct call with every argument's location (fetched from the node if it was not
         ready when sent); None if an argument failed (the call fails with its error)."""
-        spec, locs = msg[1], msg[2]
+        spec = msg[1]
+        # A location in the arena from the caller is no lease of ours: ask the node for it.
+        locs: list[Any] = [None if loc is not None and P.loc_offset(loc) >= 0 else loc
+                           for loc in msg[2]]
         missing = [dep for dep, loc in zip(spec[P.S_DEPS], locs, strict=True) if loc is None]
         if missing:
             got = self.client.fetch(missing)
@@ -405,8 +410,9 @@ class Worker:
         client = self.client
         if size <= client.inline_max:
             return (oid, serialization.join(parts), 0, contained)
-        client.reserve(oid, size)
-        store.write(client._shm_path(oid), parts, size, client._warm_base())
+        offset = client.write_object(oid, parts, size)
+        if offset >= 0:
+            return (oid, None, size, contained, offset)
         return (oid, None, size, contained)
 
     def fail(self, spec: tuple, exc: BaseException, t0: float,

@@ -13,9 +13,9 @@ records ``CHUNK`` at a time and after each chunk sends a delta itself when one i
 (``interval`` passed, or ``BIG_DELTA`` records changed). A busy run thus keeps the panel's
 cadence and its messages small: a delta neither waits for a whole backlog to be applied nor
 for the sender thread's next turn. The sender thread covers the rest (the cluster flag, node
-descriptions, spilled objects, and changes when no records arrive); its cadence counts from the
-last delta either thread sent, and it asks the cluster for node descriptions and spilled
-objects only after sending, so a busy node never holds a delta back. While tasks arrive in a
+descriptions, the driver's ref counts, and changes when no records arrive); its cadence counts
+from the last delta either thread sent, and it asks the cluster for node descriptions only
+after sending, so a busy node never holds a delta back. While tasks arrive in a
 burst (``BURST_TASKS`` or more in one batch), deltas wait (``BURST_HOLD_S`` past the last such
 batch, ``BURST_MAX_S`` at most): a burst on its way past the grouping threshold then reaches
 the panel as groups, instead of as messages of a thousand single tasks each that the kernel,
@@ -42,7 +42,10 @@ delivers what the event stream holds first, the records published before the clu
 raise the flag, never lower it.
 
 The driver publishes NodeUp for its own node only, so the sender thread asks ``nbdist.nodes()``
-(once per node) about other nodes the model learnt from task records.
+(once per node) about other nodes the model learnt from task records. Objects spilled to disk
+and read back come as records (ObjectSpilled, ObjectRestored); the driver's ref counts of the
+objects listed are read with each delta (`events.ref_counts`). The hub reads nothing else of
+the engine: `nbdist.events` and the public API only.
 
 One subscription and one sender thread serve all open comms; both start with the first comm
 and stop with the last. The subscription is raw (`events.subscribe`): on subscribing, the hub
@@ -62,7 +65,7 @@ from collections.abc import Callable
 from typing import Any
 
 import nbdist
-from nbdist import events, runtime
+from nbdist import events
 
 from . import schema
 from .model import SCHEMA_VERSION, Json, Model
@@ -81,7 +84,6 @@ BIG_DELTA = 400  # task and object records changed since the last delta: the nex
 BURST_TASKS = 200  # tasks submitted in one batch (every 50 ms): a burst
 BURST_HOLD_S = 0.15  # no delta before this long after the last burst batch ...
 BURST_MAX_S = 1.0  # ... unless the holding began this long ago
-SPILLED_S = 1.0  # how often the node is asked which objects it has spilled to disk
 
 
 def error_message(message: str) -> Json:
@@ -91,13 +93,18 @@ def error_message(message: str) -> Json:
 class Hub:
     """The shared subscription, model and sender thread behind every open comm."""
 
-    def __init__(self, interval: float = INTERVAL_S) -> None:
+    def __init__(self, interval: float = INTERVAL_S, clock: Callable[[], float] = time.time,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
+        """``clock``: wall-clock time, as records carry it (``as_of``); ``monotonic``: what
+        the cadence, the burst hold and the sender thread's waits are measured with."""
         self.interval = interval
+        self._clock = clock
+        self._monotonic = monotonic
         self.grouped_interval = interval * GROUPED_SHARE
         self._model_lock = threading.Lock()
         self._send_lock = threading.Lock()
         self._comms: list[Any] = []
-        self._model = Model()
+        self._model = Model(clock=self._clock)
         # Where grouped deltas take their counts from (a test gives its own).
         self.summary: Callable[[], events.TaskSummary | None] = events.summary
         self._unsubscribe: Callable[[], None] | None = None
@@ -106,7 +113,6 @@ class Hub:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._nodes_asked: set[str] = set()
-        self._spilled_at = 0.0
         self._sent_at = 0.0  # monotonic time of the last delta taken
         # No delta before this (monotonic) time while not grouped: a burst is arriving; and
         # when the holding began.
@@ -176,8 +182,10 @@ class Hub:
             return
         drained_at = events.bus().drained_at
         if sum(type(e) is events.TaskSubmitted for e in batch) >= BURST_TASKS:
-            now = time.monotonic()
-            if now >= self._hold_until:
+            now = self._monotonic()
+            # A new holding begins only once a delta went out since the last began: a burst
+            # whose batches keep coming holds the panel BURST_MAX_S at most, not for good.
+            if now >= self._hold_until and self._sent_at >= self._hold_since:
                 self._hold_since = now
             if now - self._hold_since < BURST_MAX_S:
                 self._hold_until = now + BURST_HOLD_S
@@ -194,7 +202,7 @@ class Hub:
                     self._model.apply([e for e in batch[start + CHUNK:] if e.kind in kinds])
                     self._as_of = drained_at
                 break
-            if big or time.monotonic() - self._sent_at >= self.interval:
+            if big or self._monotonic() - self._sent_at >= self.interval:
                 # Only the sender thread lowers the cluster flag (see `flush`).
                 self._send_delta(wait=False, cluster=True if nbdist.is_initialized() else None)
         if self._model.grouped:
@@ -203,11 +211,11 @@ class Hub:
     # ------------------------------------------------------------ lifecycle
     def _subscribe(self) -> None:
         with self._model_lock:
-            self._model = Model()
+            self._model = Model(clock=self._clock)
             self._nodes_asked = set()
             self._unsubscribe = events.subscribe(self.on_events, raw=True)
             self._following = self._model.kinds()
-            as_of = time.time()
+            as_of = self._clock()
             history = events.recent(raw=True)
             self._replay = events.Replay(history)
             for start in range(0, len(history), CHUNK):
@@ -261,7 +269,7 @@ class Hub:
             # The next delta is due a cadence after the last one, whichever thread sent it:
             # the cadence does not stretch by the time a flush takes.
             cadence = self._cadence()
-            due = self._sent_at + cadence - time.monotonic()
+            due = self._sent_at + cadence - self._monotonic()
             if self._stop.wait(min(cadence, max(0.01, due))):
                 return
             try:
@@ -275,18 +283,17 @@ class Hub:
         if not self._comms:
             return
         up = nbdist.is_initialized()
-        if not only_if_due or time.monotonic() - self._sent_at >= self._cadence() * 0.9:
+        if not only_if_due or self._monotonic() - self._sent_at >= self._cadence() * 0.9:
             # Everything published until now goes in (grouped, the records the model still
             # follows; the summary folds the rest): the delta is as of now, also when nothing
             # was published for a while, and the last records of a cluster that just went (a
             # put, a task's end) reach the panel before the news that it stopped.
-            now = time.time()
+            now = self._clock()
             events.bus().flush()
             self._send_delta(wait=True, cluster=up, as_of=now)
         # Round trips to the cluster come after the delta, so a busy node does not hold it;
         # what they learn goes into the next one.
         self._describe_nodes()
-        self._poll_spilled()
 
     def _cadence(self) -> float:
         """Seconds between deltas: shorter once grouped (see ``GROUPED_SHARE``)."""
@@ -303,7 +310,7 @@ class Hub:
                 return
             # Grouped: the engine's tally, as of the call.
             summary = self.summary() if self._model.grouped else None
-            if not self._model.grouped and time.monotonic() < self._hold_until:
+            if not self._model.grouped and self._monotonic() < self._hold_until:
                 return  # a burst is arriving (see the module docstring)
             with self._model_lock:
                 if summary is not None:
@@ -311,9 +318,9 @@ class Hub:
                 self._as_of = max(self._as_of, as_of)
                 if cluster is not None:
                     self._model.set_cluster(cluster)
-                self._model.ref_count = self._driver_refs
+                self._model.ref_counts = events.ref_counts
                 delta = self._model.take_delta()
-                self._sent_at = time.monotonic()
+                self._sent_at = self._monotonic()
                 news = [t for t in (self._news_since, summary.news_since if summary else 0.0)
                         if t]
                 self._news_since = 0.0
@@ -331,34 +338,6 @@ class Hub:
         finally:
             self._send_lock.release()
 
-    def _driver_refs(self, object_id: str) -> int | None:
-        client = runtime._client
-        if client is None or client.closed or not hasattr(client, "ref_count"):
-            return None
-        try:
-            return int(client.ref_count(int(object_id, 16)))
-        except ValueError:
-            return None
-
-    def _poll_spilled(self) -> None:
-        """At most every SPILLED_S, ask the node which objects it has on disk."""
-        now = time.monotonic()
-        if now - self._spilled_at < SPILLED_S or not nbdist.is_initialized():
-            return
-        with self._model_lock:
-            if not self._model.lists_objects():
-                return  # grouped: no object is shown on its own
-        self._spilled_at = now
-        client = runtime._client
-        if client is None or client.closed or not hasattr(client, "control"):
-            return
-        try:
-            ids = set(client.control("spilled", timeout=2.0))
-        except Exception:  # an older node, or a cluster going away: nothing shown as spilled
-            return
-        with self._model_lock:
-            self._model.set_spilled(ids)
-
     def _describe_nodes(self) -> None:
         with self._model_lock:
             unknown = set(self._model.nodes_without_info()) - self._nodes_asked
@@ -370,7 +349,7 @@ class Hub:
         except Exception:  # the cluster may be going away; the node just stays undescribed
             log.debug("nbdist.nodes() failed", exc_info=True)
             return
-        records = [events.NodeUp(time.time(), n["NodeID"], str(n["NodeManagerAddress"]),
+        records = [events.NodeUp(self._clock(), n["NodeID"], str(n["NodeManagerAddress"]),
                                  dict(n["Resources"]))
                    for n in listed if n["NodeID"] in unknown]
         with self._model_lock:

@@ -12,10 +12,10 @@ notebook, VS Code), built with ipywidgets and bokeh.
 
 Data: the view keeps its own `model.Model` (the same fold of the event stream the comm bridge
 uses, used as is), fed by its own ``events.subscribe``; on start it replays the current
-cluster's history (``tracing.current_cluster_history``), skipping records delivered twice around
+cluster's history (``events.current_cluster``), skipping records delivered twice around
 that moment by identity (as the bridge does). Once the model is grouped, each update also gives
-it the engine's `events.summary()`. The timeline comes from the process-wide record
-of ``nbdist.tracing``.
+it the engine's `events.summary()`. The timeline is the engine's (``events.executions``,
+``events.timeline_version``).
 
 Updates: one thread (``nbdist-liveview``) wakes every ``UPDATE_INTERVAL_S`` (4 times a second
 at most) and, if the model changed, updates the widgets (traitlets send only values that
@@ -36,12 +36,12 @@ import html
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import ipywidgets as widgets
 
-import nbdist
-from nbdist import events, tracing
+from nbdist import events
 
 from . import plots, schema
 from .model import Model
@@ -139,8 +139,11 @@ class _ViewBox(widgets.VBox):
 class LiveView:
     """The live view (see the module docstring). ``widget`` is what is displayed."""
 
-    def __init__(self, interval: float = UPDATE_INTERVAL_S,
+    def __init__(self, is_initialized: Callable[[], bool], interval: float = UPDATE_INTERVAL_S,
                  figure_interval: float = FIGURE_INTERVAL_S) -> None:
+        # Given by nbdist.show(), which imports this module: importing nbdist back would make
+        # the package and its notebook layer import each other.
+        self.is_initialized = is_initialized
         self.interval = interval
         self.figure_interval = figure_interval
         self._lock = threading.Lock()
@@ -191,17 +194,14 @@ class LiveView:
         """Subscribe, replay the current cluster's history, render once, start updating."""
         if self._thread is not None:
             return
-        tracing.recording().start()
+        events.timeline_version()  # the timeline follows the stream from now on
         with self._lock:
             self._unsubscribe = events.subscribe(self._on_events, raw=True)
             # Raw items, so those replayed are recognised by identity when delivered too.
-            raw = events.recent(raw=True)
-            built = [events.build(x) for x in raw]
-            history = tracing.current_cluster_history(built)
-            raw = raw[len(raw) - len(history):]
+            raw = events.current_cluster(events.recent(raw=True))
             self._replay = events.Replay(raw)
-            self._model.apply(history)
-        self.status = "following the cluster" if nbdist.is_initialized() else \
+            self._model.apply([events.build(x) for x in raw])
+        self.status = "following the cluster" if self.is_initialized() else \
             "waiting for a cluster to start"
         self.refresh(force=True)
         self._stop.clear()
@@ -241,9 +241,9 @@ class LiveView:
             self._model.apply([events.build(x) for x in self._replay.fresh(items)])
 
     def _run(self) -> None:
-        seen_cluster = nbdist.is_initialized()
+        seen_cluster = self.is_initialized()
         while not self._stop.wait(self.interval):
-            alive = nbdist.is_initialized()
+            alive = self.is_initialized()
             if alive and not seen_cluster:
                 seen_cluster, self.status = True, "following the cluster"
             try:
@@ -273,7 +273,7 @@ class LiveView:
             self.objects.value = objects_html(snap)
             self._update_waits(snap)
             self._graph_dirty = True
-        version = tracing.recording().peek(lambda tl: tl.version)
+        version = events.timeline_version()
         if version != self._timeline_version:
             self._timeline_version = version
             self._timeline_dirty = True
@@ -317,9 +317,8 @@ class LiveView:
             self.figure_updates += 1
         if self._timeline_dirty:
             self._timeline_dirty = False
-            runs, total = tracing.recording().peek(
-                lambda tl: (tl.executions(True, last=MAX_TIMELINE_BARS),
-                            tl.count(include_running=True)))
+            runs = events.executions(True, last=MAX_TIMELINE_BARS)
+            total = events.execution_count(include_running=True)
             self.timeline.outputs = (_html_output(plots.html_of(
                 plots.timeline_figure(runs[-MAX_TIMELINE_BARS:], total=total))),)
             self.figure_updates += 1
@@ -340,13 +339,13 @@ class LiveView:
         return f"<nbdist live view: {self.status}>"
 
 
-def show() -> LiveView:
+def show(is_initialized: Callable[[], bool]) -> LiveView:
     """Display a live view of the cluster in the current cell and return it (see the module
     docstring); ``.close()`` removes it, ``.stop()`` freezes it."""
     from IPython import get_ipython
     from IPython.display import display
 
-    view = LiveView()
+    view = LiveView(is_initialized)
     plots.load_bokeh()
     view.start()
     display(view.widget)

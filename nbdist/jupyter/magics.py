@@ -25,6 +25,7 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.display import HTML, display
 
 import nbdist
+from nbdist import events
 
 
 class _Parser(argparse.ArgumentParser):
@@ -131,14 +132,12 @@ def defined_names(source: str) -> list[str]:
 
 def status_html() -> str:
     """The ``%nbdist status`` table: one row per node, resources as used / total, its workers
-    (pid, busy with which task, or idle; from the event stream: `nbdist.tracing.workers`)."""
+    (pid, busy with which task, or idle; from the event stream: `nbdist.events.workers`)."""
     if not nbdist.is_initialized():
         return "<p>No nbdist cluster is running. Start one with <code>%nbdist start</code>.</p>"
-    from nbdist import tracing
-
     total, free = nbdist.cluster_resources(), nbdist.available_resources()
-    by_node: dict[str, list[tracing.WorkerState]] = {}
-    for worker in tracing.workers():
+    by_node: dict[str, list[events.WorkerState]] = {}
+    for worker in events.workers():
         by_node.setdefault(worker.node_id, []).append(worker)
     rows = []
     for node in nbdist.nodes():
@@ -177,13 +176,11 @@ def _timeline(file: str | None) -> None:
     """``%nbdist timeline [FILE]``: Chrome-trace JSON to FILE, and the bokeh timeline inline."""
     import os
 
-    from nbdist import tracing
-
     from .plots import MAX_BARS, show_timeline
 
     path = os.path.expanduser(file) if file else None
-    trace = tracing.timeline(path)
-    runs = tracing.executions(include_running=True)
+    trace = nbdist.timeline(path)
+    runs = events.executions(include_running=True)
     done = sum(1 for e in trace if e["ph"] == "X")
     if path is not None:
         print(f"wrote {done} task executions to {path} (open it in chrome://tracing or "

@@ -14,9 +14,11 @@ State and invariants (before grouping; see below for after):
 
     _tasks      task id -> TaskRecord for every task the panel shows individually
     _groups     (function name, submitter) -> GroupRecord with counts per state; kept always, so
-                switching to groups costs nothing; edges between groups in _edges
-    _producer   object id -> (producing task id, group id): resolves a task's object deps
-                to task edges; dropped when the object is freed (no new task can use it then)
+                switching to groups costs nothing
+    _deps       an `events.DepFold` (the engine's tally keeps one too, of the same records):
+                which task returns which object (a task's deps resolve to task edges; dropped
+                when the object is freed), which tasks wait for which object, and the edges
+                between groups (by group id), kept always
     _objects    live object id -> ObjectRecord; freed objects are removed (and reported removed)
     _waits      active waits plus the last ``max_finished_waits`` finished ones; a wait's
                 ready count also rises as the objects it waits for are created
@@ -98,12 +100,11 @@ class Model:
         self._failed: collections.OrderedDict[str, schema.Task] = collections.OrderedDict()
         self._groups: dict[tuple[str, str | None], GroupRecord] = {}
         self._group_ids: dict[str, GroupRecord] = {}
-        self._edges: dict[tuple[str, str], int] = {}
-        self._producer: dict[str, tuple[str, str]] = {}
+        self._deps = ev.DepFold()
         self._errored: set[str] = set()
-        self._dep_waiters: dict[str, list[str]] = {}  # object id -> tasks waiting for it
-        # The driver's ref count of an object id (set by the bridge; None: not shown).
-        self.ref_count: Callable[[str], int | None] | None = None
+        # The driver's ref counts of object ids (set by the bridge: `events.ref_counts`;
+        # None: not shown).
+        self.ref_counts: Callable[[list[str]], dict[str, int]] | None = None
         self._objects: dict[str, ObjectRecord] = {}
         # Once grouped: the last output lines of recent tasks, for those that then fail.
         self._recent_output: collections.OrderedDict[str, collections.deque[str]] = (
@@ -126,7 +127,9 @@ class Model:
             ev.TaskSubmitted: self._task_submitted, ev.TaskStarted: self._task_started,
             ev.TaskFinished: self._task_finished, ev.TaskFailed: self._task_failed,
             ev.TaskRetried: self._task_retried, ev.ObjectCreated: self._object_created,
-            ev.ObjectFreed: self._object_freed, ev.WaitBegun: self._wait_begun,
+            ev.ObjectFreed: self._object_freed, ev.ObjectSpilled: self._object_spilled,
+            ev.ObjectRestored: self._object_spilled, ev.ObjectPinned: self._object_pinned,
+            ev.WaitBegun: self._wait_begun,
             ev.WaitProgress: self._wait_progress, ev.WaitDone: self._wait_done,
             ev.ActorCreated: self._actor_created, ev.ActorRestarted: self._actor_restarted,
             ev.ActorDied: self._actor_died, ev.NodeUp: self._node_up,
@@ -157,7 +160,7 @@ class Model:
             "time": ms(self._clock()), "grouped": self.grouped, "cluster": self.cluster,
             "tasks": tasks,
             "groups": {g.id: g.to_json() for g in self._groups.values()},
-            "group_edges": [[s, d, n] for (s, d), n in self._edges.items()],
+            "group_edges": [[s, d, n] for (s, d), n in self._deps.edges.items()],
             "objects": objects, "waits": {wid: w.to_json() for wid, w in self._waits.items()},
             "workers": {k: w.to_json() for k, w in self._workers.items()},
             "nodes": {k: n.to_json() for k, n in self._nodes.items()},
@@ -185,8 +188,8 @@ class Model:
                 per_state[state] += n
         for src, dst, n in summary.edges:
             edge = (gids[src], gids[dst])
-            if self._edges.get(edge) != n:
-                self._edges[edge] = n
+            if self._deps.edges.get(edge) != n:
+                self._deps.edges[edge] = n
                 dirty.edges.add(edge)
         for node_id, pid, task_id, task_name, done, busy, spans in summary.workers:
             worker = self._workers.get(f"{node_id}:{pid}") or self._worker(node_id, pid)
@@ -220,10 +223,6 @@ class Model:
         every = frozenset(kind.kind for kind in self._handlers)
         return every - HOT_KINDS if self.grouped else every
 
-    def lists_objects(self) -> bool:
-        """Whether messages list objects one by one (their spilled flags matter)."""
-        return not self.grouped
-
     def changed_tasks(self) -> int:
         """How many task and object records the next delta carries (none once grouped: then
         a delta's size is bounded by the number of groups)."""
@@ -249,7 +248,7 @@ class Model:
             "time": ms(self._clock()), "grouped": self.grouped, "cluster": self.cluster,
             "tasks": self._task_records(dirty.tasks), "tasks_removed": sorted(dirty.tasks_removed),
             "groups": {gid: self._group_ids[gid].to_json() for gid in dirty.groups},
-            "group_edges": [[s, d, self._edges[s, d]] for s, d in dirty.edges],
+            "group_edges": [[s, d, self._deps.edges[s, d]] for s, d in dirty.edges],
             "objects": {oid: self._objects[oid].to_json() for oid in dirty.objects
                         if oid in self._objects},
             "objects_removed": sorted(dirty.objects_removed),
@@ -269,27 +268,29 @@ class Model:
 
     def _refresh_refs(self) -> None:
         """Objects whose driver ref count changed become part of the next delta."""
-        count = self.ref_count
-        if count is None or self.grouped:
+        count = self.ref_counts
+        if count is None or self.grouped or not self._objects:
             return
+        counts = count(list(self._objects))
         dirty = self._dirty.objects
         for obj in self._objects.values():
-            refs = count(obj.id)
+            refs = counts.get(obj.id)
             if refs != obj.refs:
                 obj.refs = refs
                 dirty.add(obj.id)
 
-    def set_spilled(self, ids: set[str]) -> None:
-        """The objects the node reports as spilled to disk (the rest are in memory); ignored
-        once grouped, when objects are no longer listed one by one."""
-        if self.grouped:
-            return
-        for obj in self._objects.values():
-            spilled = obj.id in ids
-            if spilled != obj.spilled:
-                obj.spilled = spilled
-                if not self.grouped:
-                    self._dirty.objects.add(obj.id)
+    def _object_spilled(self, e: ev.ObjectSpilled | ev.ObjectRestored) -> None:
+        obj = self._objects.get(e.object_id)  # (none once grouped)
+        spilled = type(e) is ev.ObjectSpilled
+        if obj is not None and obj.spilled != spilled:
+            obj.spilled = spilled
+            self._dirty.objects.add(obj.id)
+
+    def _object_pinned(self, e: ev.ObjectPinned) -> None:
+        obj = self._objects.get(e.object_id)  # (none once grouped)
+        if obj is not None and obj.held != e.pinned:
+            obj.held = e.pinned
+            self._dirty.objects.add(obj.id)
 
     def _use(self, task: TaskRecord, delta: int) -> None:
         for dep in task.deps:
@@ -353,23 +354,10 @@ class Model:
             return
         group = self._groups.get((e.name, e.submitter)) or self._group(e.name, e.submitter)
         gid = group.id
-        dep_tasks: list[str] = []
-        missing = 0
-        if e.deps:
-            producers, objects, errored = self._producer, self._objects, self._errored
-            edges, dirty_edges = self._edges, self._dirty.edges
-            for dep in e.deps:
-                producer = producers.get(dep)
-                if producer is not None:
-                    dep_tasks.append(producer[0])
-                    edge = (producer[1], gid)
-                    edges[edge] = edges.get(edge, 0) + 1
-                    dirty_edges.add(edge)
-                if dep not in objects and dep not in errored:
-                    self._dep_waiters.setdefault(dep, []).append(tid)
-                    missing += 1
-        for ret in e.returns:
-            self._producer[ret] = (tid, gid)
+        missing, dep_tasks, edges = self._deps.submitted(tid, gid, e.deps, e.returns,
+                                                         self._available)
+        if edges:
+            self._dirty.edges.update(edges)
         task = tasks[tid] = TaskRecord(e, gid, tuple(dep_tasks), missing)
         state = PENDING if missing else SCHEDULED
         task.state = state
@@ -513,8 +501,7 @@ class Model:
             self._failed.popitem(last=False)
         self._tasks = {}
         self._objects = {}
-        self._producer = {}
-        self._dep_waiters = {}
+        self._deps.forget_tasks()
         self._errored = set()
         self._open_waits = []
 
@@ -539,7 +526,7 @@ class Model:
 
     def _object_freed(self, e: ev.ObjectFreed) -> None:
         oid = e.object_id
-        self._producer.pop(oid, None)
+        self._deps.freed(oid)
         self._errored.discard(oid)
         obj = self._objects.pop(oid, None)  # (none once grouped)
         if obj is None:
@@ -558,8 +545,12 @@ class Model:
         self._dirty.objects.discard(oid)
         self._dirty.objects_removed.add(oid)
 
+    def _available(self, oid: str) -> bool:
+        """Whether a task taking ``oid`` need not wait for it: it exists, or holds an error."""
+        return oid in self._objects or oid in self._errored
+
     def _deps_ready(self, oid: str) -> None:
-        for tid in self._dep_waiters.pop(oid, ()):
+        for tid in self._deps.ready(oid):
             task = self._tasks.get(tid)
             if task is not None and task.state == PENDING:
                 task.missing -= 1

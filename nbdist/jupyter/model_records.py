@@ -19,7 +19,8 @@ SCHEMA_VERSION = schema.SCHEMA_VERSION
 
 # Once grouped, these records are not followed: the engine's TaskSummary says it all.
 HOT_KINDS = frozenset(("task_submitted", "task_started", "task_finished", "task_retried",
-                       "object_created", "object_freed"))
+                       "object_created", "object_freed", "object_pinned", "object_spilled",
+                       "object_restored"))
 # Failed tasks kept individually once grouped carry output lines of tasks this recent.
 RECENT_OUTPUT_TASKS = 1_000
 
@@ -96,20 +97,21 @@ class GroupRecord:
 
 class ObjectRecord:
     __slots__ = ("id", "size", "node", "owner", "task", "shm", "created", "refs", "uses",
-                 "spilled")
+                 "spilled", "held")
 
     def __init__(self, e: ev.ObjectCreated) -> None:
         self.id, self.size, self.node, self.owner = e.object_id, e.size, e.node_id, e.owner
         self.task, self.shm, self.created = e.task_id, e.in_shared_memory, e.time
         self.refs: int | None = None  # refs the driver holds (None: not known)
         self.uses = 0  # unfinished tasks taking it as an argument: it is pinned while > 0
-        self.spilled = False
+        self.spilled = False  # on its node's disk (ObjectSpilled until ObjectRestored)
+        self.held = False  # pinned in memory by its node (ObjectPinned)
 
     def to_json(self) -> schema.StoredObject:
         return {"id": self.id, "size": self.size, "node": self.node, "locations": [self.node],
                 "owner": self.owner, "task": self.task, "in_shared_memory": self.shm,
                 "state": "spilled" if self.spilled else "live", "created": ms(self.created),
-                "refs": self.refs, "pinned": self.uses > 0, "spilled": self.spilled}
+                "refs": self.refs, "pinned": self.uses > 0 or self.held, "spilled": self.spilled}
 
 
 class WaitRecord:

@@ -2,7 +2,7 @@
 ``nbdist.show()``).
 
 The data side is pure and testable without a browser: ``timeline_data`` turns executions
-(`nbdist.tracing.Execution`) into the columns of the timeline's bars, ``graph_data`` turns a
+(`nbdist.events.Execution`) into the columns of the timeline's bars, ``graph_data`` turns a
 model snapshot (`model.Model.snapshot`) into the columns of the graph's nodes and edges. The
 figure builders only hand those columns to bokeh.
 
@@ -23,7 +23,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nbdist.tracing import FAILED, FINISHED, RETRIED, RUNNING, Execution
+from nbdist.events import FAILED, FINISHED, RETRIED, RUNNING, Execution
 
 PENDING, SCHEDULED = "pending", "scheduled"
 COLORS = {FINISHED: "#3a9c3a", FAILED: "#d62728", RETRIED: "#ff7f0e", RUNNING: "#1f77b4",

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from .. import events as ev
 from .. import protocol as P
 from ..exceptions import ActorDiedError
 from ..serialization import error_text, system_error_blob
@@ -236,8 +237,7 @@ class ActorTable:
         actor.to("restarting")
 
     def _announce_restart(self, actor: Actor) -> None:
-        self.notices.event(actor.job, "actor_restarted", {"actor_id": actor.id,
-                                                          "restarts": actor.restarts})
+        self.notices.event(actor.job, ev.ActorRestarted, (actor.id, actor.restarts))
 
     def calls_lost_in_restart(self, actor: Actor, lost: list[Task], how: str) -> None:
         """Calls that were running when ``actor`` died (``how``) and it is restarting: back to
@@ -329,8 +329,7 @@ class ActorTable:
         if actor.host_for:
             self.io.to_node(actor.host_for, (P.ACTOR_EVENT, actor.id, "dead", reason))
         else:
-            self.notices.event(actor.job, "actor_died", {"actor_id": actor.id,
-                                                         "reason": reason})
+            self.notices.event(actor.job, ev.ActorDied, (actor.id, reason))
         self.dead_reasons[actor.id] = reason
         if actor.count <= 0:
             self.by_id.pop(actor.id, None)

@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from .. import events as ev
 from .. import protocol as P
 from ..exceptions import ActorDiedError, TaskCancelledError, WorkerCrashedError
 from ..serialization import system_error_blob
@@ -71,8 +72,8 @@ class NodeState:
 
     # ---------------------------------------------------------------- objects
     def put(self, client: Client, oid: int, blob: bytes | None, shm_size: int,
-            contained: tuple[int, ...]) -> None:
-        self.objects.put(client, oid, blob, shm_size, contained)
+            contained: tuple[int, ...], offset: int = -1) -> None:
+        self.objects.put(client, oid, blob, shm_size, contained, offset)
 
     def get_request(self, client: Client, oids: Iterable[int]) -> None:
         self.objects.get_request(client, oids)
@@ -88,6 +89,7 @@ class NodeState:
         owner = self.notices.jobs.get(job)
         self.objects.store_direct(client, owner, job, locs)
         if owner is not None:
+            self.objects.lease(owner, locs)
             self.io.send(owner, (P.DONE, task_id, True, locs, t0, t1, client.pid))
 
     # ---------------------------------------------------------------- tasks
@@ -117,9 +119,9 @@ class NodeState:
             elif not self.actors.route_call(task, forwarded):
                 return
         if client.kind == P.KIND_WORKER:
-            self.notices.event(job, "task_submitted", {
-                "task_id": task.id, "name": spec[P.S_NAME], "deps": spec[P.S_DEPS],
-                "nret": spec[P.S_NRET], "parent": spec[P.S_PARENT], "actor": actor_id})
+            self.notices.event(job, ev.TaskSubmitted, (
+                task.id, spec[P.S_NAME], spec[P.S_DEPS], task.return_ids,
+                spec[P.S_PARENT] or None, actor_id or None, None))
         missing = 0
         for dep in spec[P.S_DEPS]:
             obj = objs[dep]
@@ -262,6 +264,7 @@ class NodeState:
                 self.objects.unreserve(client, loc[0])
         task = self._tasks.get(task_id)
         if task is None:
+            self.objects.drop_unstored(locs)
             return
         actor = worker.actor
         if actor is not None:
@@ -270,6 +273,7 @@ class NodeState:
             worker.task = None
             self._worker_free(worker, task)
         if task.finished:
+            self.objects.drop_unstored(locs)
             return
         if actor is not None and task.spec[P.S_METHOD] == P.ACTOR_INIT:
             self.actors.init_done(actor, ok, error)
@@ -382,8 +386,7 @@ class NodeState:
                 "memory, lower the memory the task uses or give it more resources.")
         if worker.actor is not None:
             self.actors.worker_lost(worker.actor, worker, how)
-        for job in list(self.notices.jobs):
-            self.notices.event(job, "worker_down", {"pid": worker.pid, "reason": how})
+        self.notices.everyone(ev.WorkerDown, (self.notices.node_id, worker.pid, how))
         self.placement.need_dispatch = True
 
     # ---------------------------------------------------------------- actors

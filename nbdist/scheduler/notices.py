@@ -1,16 +1,24 @@
-"""Events and batched notices to the drivers (layer L1).
+"""Event records and batched notices to the drivers (layer L1).
 
-Owns ``jobs`` (driver client per job number), the task-started notices and the freed-object
-notices waiting for the next flush. The daemon flushes at most every ``node.NOTICE_S``; a task
-that ends before then needs no started-notice at all (its DONE says it), so ending a task
-removes its entry. An event for a job whose driver is on another node is relayed to that node.
+Owns ``jobs`` (driver client per job number), the task-started notices and the object records
+(freed, spilled, restored) waiting for the next flush. The daemon flushes at most every
+``node.NOTICE_S``; a task that ends before then needs no started-notice at all (its DONE says
+it), so ending a task removes its entry. An event for a job whose driver is on another node is
+relayed to that node.
+
+Records travel in the compact form of `nbdist.events` (``(record code, fields)``, ids as
+ints): an EVENT message is ``(EVENT, [record, ...])``, and the driver publishes them as they
+are. ``node_id`` is set by the daemon (`node.py`) as it starts.
 """
 
 from __future__ import annotations
 
+import pickle
 import time
 
+from .. import events as ev
 from .. import protocol as P
+from .. import serialization
 from .records import Client, NodeIO
 
 
@@ -18,16 +26,47 @@ class Notices:
     def __init__(self, io: NodeIO, node_index: int) -> None:
         self.io = io
         self.node_index = node_index
+        self.node_id = ""
         self.jobs: dict[int, Client] = {}
         self.started: dict[Client, dict[int, int]] = {}  # owner -> task id -> worker pid
-        self.freed: dict[int, list[int]] = {}  # job -> object ids
+        self.batched: dict[int, list[ev.Compact]] = {}  # job -> object records
 
-    def event(self, job: int, kind: str, fields: dict) -> None:
+    def send(self, job: int, items: list[ev.Compact]) -> None:
+        """Records for the driver of ``job``, now."""
         client = self.jobs.get(job)
         if client is not None:
-            self.io.send(client, (P.EVENT, kind, fields))
+            self.io.send(client, (P.EVENT, items))
         elif job >> 20 not in (0, self.node_index):
-            self.io.to_node(job >> 20, (P.RELAY, job, (P.EVENT, kind, fields)))
+            self.io.to_node(job >> 20, (P.RELAY, job, (P.EVENT, items)))
+
+    def event(self, job: int, cls: type[ev.Event], values: tuple) -> None:
+        """A record ``cls(time.time(), *values)`` for the driver of ``job`` (ids as ints)."""
+        self.send(job, [(cls.code, (time.time(), *values))])
+
+    def everyone(self, cls: type[ev.Event], values: tuple) -> None:
+        """A record ``cls(time.time(), *values)`` for every driver here."""
+        item = [(cls.code, (time.time(), *values))]
+        for job in list(self.jobs):
+            self.send(job, item)
+
+    def later(self, job: int, cls: type[ev.Event], values: tuple) -> None:
+        """A record ``cls(time.time(), *values)`` for the driver of ``job`` at the next
+        flush (objects freed, spilled, restored: many at a time, one message)."""
+        self.batched.setdefault(job, []).append((cls.code, (time.time(), *values)))
+
+    def task_finished(self, job: int, task_id: int, name: str, locs: list, t0: float,
+                      t1: float, pid: int) -> None:
+        """A nested task ended well: its record, and one per value it returned (held by the
+        task that submitted it)."""
+        now = time.time()
+        node = self.node_id
+        self.send(job, [
+            (ev.TaskFinished.code, (now, task_id, name, t1 - t0, node, pid, t0)),
+            *((ev.ObjectCreated.code, (now, loc[0], len(loc[1]) if loc[1] else loc[2], node,
+                                       task_id, task_id, loc[1] is None)) for loc in locs)])
+
+    def freed(self, job: int, oid: int, size: int) -> None:
+        self.later(job, ev.ObjectFreed, (oid, size, self.node_id))
 
     def ended(self, owner: Client, task_id: int) -> None:
         pending = self.started.get(owner)
@@ -35,17 +74,34 @@ class Notices:
             pending.pop(task_id, None)
 
     def pending(self) -> bool:
-        return bool(self.started or self.freed)
+        return bool(self.started or self.batched)
 
     def flush(self) -> None:
-        """Send the batched STARTED and freed notices."""
+        """Send the batched STARTED notices and object records."""
         if self.started:
             now = time.time()
             for owner, items in self.started.items():
                 if items:
                     self.io.send(owner, (P.STARTED, list(items.items()), now))
             self.started = {}
-        if self.freed:
-            for job, ids in self.freed.items():
-                self.event(job, "objects_freed", {"ids": ids})
-            self.freed = {}
+        if self.batched:
+            batched, self.batched = self.batched, {}
+            for job, records in batched.items():
+                self.send(job, records)
+
+
+def error_fields(blob: bytes | None) -> tuple[str, str, str]:
+    """(error type, message, remote traceback) of a task error blob, for a TaskFailed record;
+    a user's error is read without unpickling user code (the node has none of it)."""
+    if not blob:
+        return "Error", "", ""
+    try:
+        if blob[:1] == b"E":
+            fields = pickle.loads(memoryview(blob)[1:])
+            type_name, message = str(fields[5]), str(fields[6])
+            return type_name, message, serialization.error_text(blob)[-8000:]
+        err = serialization.error_from_blob(blob)
+    except Exception as exc:
+        return type(exc).__name__, str(exc), ""
+    text = str(err)
+    return type(err).__name__, text.splitlines()[0] if text else "", ""

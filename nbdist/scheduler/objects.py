@@ -20,6 +20,20 @@ store and read) are spilled to disk through the daemon (`NodeIO.spill`, the file
 write that cannot get room is refused with an error text (never silently dropped); a read
 never fails for lack of room (restoring may overfill the store for a moment).
 
+The arena (`nbdist.store`). Once the daemon gives the table one (`enable_arena`), room for a
+large object is a range of it (``arena``, an `Allocator`): granted with the room (``reserve``;
+``Client.grants`` until the writer stores it), the object's while it is stored there
+(``Obj.offset``), given back when it is freed or spilled. Pages are committed (``committed``,
+the high-water mark; `NodeIO.commit_arena`) before a range above it is first granted. Readers
+hold *leases*: each location in the arena sent to a process (`lease`) counts one on its range,
+in ``Client.leases`` and ``pins`` (offset -> leases out), until the process gives it back
+(`unpin`) or goes away. Invariant: a range is reused only when no object is stored in it and
+``pins`` has no entry for it; a range let go while leased waits in ``lingering`` for its last
+lease. Spilling prefers objects nobody reads; a leased one may still be spilled (its bytes
+reach the disk, its range lingers; the store's accounting counts it out at once, as it did for
+an unlinked file still mapped). What the arena cannot take (none, too small, fragmented, tmpfs
+full) becomes a file per object, as without an arena.
+
 Other nodes. An object owned by another node (its id's owner bits) is fetched from it on
 first need (``fetching``) and, while we hold a ref to it, borrowed (``borrowed``: that node
 keeps it alive for us until we let go). A node that is lost fails what we were fetching from it.
@@ -33,9 +47,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from .. import events as ev
 from .. import protocol as P
 from ..exceptions import ObjectLostError
 from ..serialization import system_error_blob
+from ..store import Allocator
 from .notices import Notices
 from .records import PENDING, READY, Client, NodeIO, Obj, Task
 
@@ -64,6 +80,10 @@ class ObjectTable:
         self.fetching: set[int] = set()  # objects asked of their owner node
         self.borrowed: dict[int, int] = {}  # oid -> owner node holding it for us
         self.lost_nodes: set[int] = set()
+        self.arena: Allocator | None = None
+        self.committed = 0
+        self.pins: dict[int, int] = {}  # arena offset -> leases out
+        self.lingering: dict[int, int] = {}  # arena offset -> size: freed, waits for its leases
 
     def __len__(self) -> int:
         return len(self.by_id)
@@ -135,6 +155,7 @@ class ObjectTable:
             # result), and their ending can drop its last reference before the store returns.
             return
         del self.by_id[oid]
+        size = obj.shm_size or len(obj.blob or b"")  # (for its record: spilling zeroes it)
         if self.borrowed:
             self.unborrow(oid)
         if obj.spilled is not None:
@@ -144,25 +165,28 @@ class ObjectTable:
             obj.shm_size = 0
         if obj.shm_size:
             self.store_used -= obj.shm_size
-            self.io.unlink(oid)
+            self.drop(oid, obj.shm_size, obj.offset)
         for inner in obj.contained:
             self.decref(inner)
-        self.notices.freed.setdefault(obj.owner_job, []).append(oid)
+        self.notices.freed(obj.owner_job, oid, size)
 
     # ---------------------------------------------------------------- values
     def put(self, client: Client, oid: int, blob: bytes | None, shm_size: int,
-            contained: tuple[int, ...]) -> None:
+            contained: tuple[int, ...], offset: int = -1) -> None:
         obj = self.slot(oid)
         obj.owner_job = client.job
         self.hold(client, oid, obj)
         self.unreserve(client, oid)
-        self.store(oid, obj, (oid, blob, shm_size), contained)
+        loc = (oid, blob, shm_size, (), offset)
+        self.lease(client, (loc,))  # the writer reads its own value through the arena too
+        self.store(oid, obj, loc, contained)
 
     def store(self, oid: int, obj: Obj, loc: tuple, contained: tuple[int, ...]) -> None:
         """``obj``'s value (or error) is here: wake its getters and the tasks waiting for it."""
         obj.state = READY
         obj.blob = loc[1]
         obj.shm_size = loc[2]
+        obj.offset = P.loc_offset(loc)
         if obj.shm_size:
             self.store_used += obj.shm_size
             self.clock += 1
@@ -173,9 +197,12 @@ class ObjectTable:
         for inner in contained:
             self.incref(inner)
         obj.error = obj.blob is not None and obj.blob[:1] in (b"E", b"S")
-        for sub in obj.subscribers:
-            self.io.send(sub, (P.OBJ, loc))
-        obj.subscribers = []
+        if obj.subscribers:
+            out = self.where(oid, obj)
+            for sub in obj.subscribers:
+                self.lease(sub, (out,))
+                self.io.send(sub, (P.OBJ, out))
+            obj.subscribers = []
         waiting = obj.waiting
         obj.waiting = []
         for task in waiting:
@@ -193,10 +220,10 @@ class ObjectTable:
             if obj is None:
                 # Nobody holds it any more; the value is not needed.
                 if loc[2]:
-                    self.io.unlink(oid)
+                    self.drop(oid, loc[2], P.loc_offset(loc))
                 continue
             obj.subscribers = [s for s in obj.subscribers if s is not owner]
-            self.store(oid, obj, loc[:3], loc[3] if len(loc) > 3 else ())
+            self.store(oid, obj, loc, loc[3] if len(loc) > 3 else ())
 
     def store_direct(self, writer: Client, owner: Client | None, job: int, locs: list) -> None:
         """Results of a driver's direct call that ``writer`` (the actor's worker) stored here
@@ -208,7 +235,7 @@ class ObjectTable:
             obj.owner_job = job
             if owner is not None:
                 self.hold(owner, oid, obj)
-            self.store(oid, obj, loc[:3], loc[3] if len(loc) > 3 else ())
+            self.store(oid, obj, loc, loc[3] if len(loc) > 3 else ())
 
     def loc(self, oid: int) -> tuple | None:
         """Where a stored value is, restoring it from disk first if it was spilled."""
@@ -220,6 +247,12 @@ class ObjectTable:
             obj.used = self.clock
             if obj.spilled is not None:
                 self.restore(oid, obj)
+        return self.where(oid, obj)
+
+    @staticmethod
+    def where(oid: int, obj: Obj) -> tuple:
+        if obj.offset >= 0:
+            return (oid, None, obj.shm_size, (), obj.offset)
         return (oid, obj.blob, obj.shm_size)
 
     def get_request(self, client: Client, oids: Iterable[int]) -> None:
@@ -232,11 +265,90 @@ class ObjectTable:
                 err = ObjectLostError(f"Object {oid:x} is gone: it was freed or never existed.")
                 self.io.send(client, (P.OBJ, (oid, system_error_blob(err), 0)))
             elif obj.state == READY:
-                self.io.send(client, (P.OBJ, self.loc(oid)))
+                loc = self.loc(oid)
+                assert loc is not None
+                self.lease(client, (loc,))
+                self.io.send(client, (P.OBJ, loc))
             else:
                 if client not in obj.subscribers:
                     obj.subscribers.append(client)
                 self.fetch_if_foreign(oid)
+
+    # ---------------------------------------------------------------- the arena
+    def enable_arena(self, size: int) -> None:
+        self.arena = Allocator(size)
+
+    def lease(self, client: Client, locs: Iterable[tuple | None]) -> None:
+        """``locs`` go to ``client``: each one in the arena is a lease on its range until the
+        process gives it back. Another node copies at once (no lease); a client without a
+        connection receives nothing."""
+        if self.arena is None or client.peer is None or client.kind == P.KIND_NODE:
+            return
+        leases, pins = client.leases, self.pins
+        for loc in locs:
+            if loc is not None and len(loc) > 4 and loc[4] >= 0:
+                offset = loc[4]
+                leases[offset] = leases.get(offset, 0) + 1
+                pins[offset] = pins.get(offset, 0) + 1
+
+    def unpin(self, client: Client, offsets: Iterable[int]) -> None:
+        """``client`` gave back one lease on each of ``offsets``."""
+        leases = client.leases
+        for offset in offsets:
+            n = leases.get(offset, 0)
+            if n <= 0:
+                continue  # not a lease of this process's: nothing to give back
+            if n == 1:
+                del leases[offset]
+            else:
+                leases[offset] = n - 1
+            self._unpinned(offset, 1)
+
+    def _unpinned(self, offset: int, n: int) -> None:
+        left = self.pins[offset] - n
+        if left > 0:
+            self.pins[offset] = left
+            return
+        del self.pins[offset]
+        size = self.lingering.pop(offset, None)
+        if size is not None and self.arena is not None:
+            self.arena.release(offset, size)
+
+    def drop(self, oid: int, size: int, offset: int) -> None:
+        """The bytes of a value no object keeps any more: its arena range is free (once no
+        reader leases it), or its file unlinked."""
+        if offset < 0:
+            self.io.unlink(oid)
+        elif offset in self.pins:
+            self.lingering[offset] = size
+        elif self.arena is not None:
+            self.arena.release(offset, size)
+
+    def drop_unstored(self, locs: Iterable[tuple]) -> None:
+        """Results written into granted ranges that will never be stored (their task ended
+        otherwise): the ranges are free again. Files are left alone (named by id, they may
+        be another attempt's)."""
+        for loc in locs:
+            offset = P.loc_offset(loc)
+            if offset >= 0:
+                self.drop(loc[0], loc[2], offset)
+
+    def _allocate(self, size: int) -> int:
+        """A range of the arena for ``size`` bytes, its pages committed; -1 if there is none."""
+        arena = self.arena
+        if arena is None:
+            return -1
+        offset = arena.alloc(size)
+        if offset < 0:
+            return -1
+        end = offset + size
+        if end > self.committed:
+            end = min(arena.size, max(end, self.committed + (64 << 20)))  # fewer, larger steps
+            if not self.io.commit_arena(self.committed, end):
+                arena.release(offset, size)
+                return -1
+            self.committed = end
+        return offset
 
     def fail(self, oid: int, obj: Obj, err: Exception) -> None:
         self.store(oid, obj, (oid, system_error_blob(err), 0), ())
@@ -266,7 +378,7 @@ class ObjectTable:
             if loc[2]:
                 self.io.unlink(oid)
             return
-        self.store(oid, obj, loc[:3], loc[3] if len(loc) > 3 else ())
+        self.store(oid, obj, loc, loc[3] if len(loc) > 3 else ())
 
     def hold_copies(self, peer: Client, dep_locs: list) -> None:
         """Node ``peer`` sent copies of a forwarded task's arguments: held for it until the
@@ -300,9 +412,11 @@ class ObjectTable:
             del self.borrowed[oid]
 
     # ---------------------------------------------------------------- memory
-    def reserve(self, client: Client, oid: int, size: int) -> str | None:
+    def reserve(self, client: Client, oid: int, size: int, arena: bool = False) -> str | None:
         """Grant ``client`` room for an object of ``size`` bytes it is about to write into
-        shared memory, spilling others to disk if needed; an error text if there is none."""
+        shared memory, spilling others to disk if needed; an error text if there is none.
+        With ``arena`` (the client maps it), the room is a range of the arena when one is
+        free: ``client.grants[oid]``."""
         if size > self.capacity:
             return (f"The object ({size / MiB:.1f} MiB) is larger than the whole object store "
                     f"({self.capacity / MiB:.1f} MiB). Start the cluster with a larger "
@@ -315,38 +429,62 @@ class ObjectTable:
                     "(drop refs), or give the cluster more object_store_memory.")
         client.reserved[oid] = client.reserved.get(oid, 0) + size
         self.reserved_total += size
+        if arena and oid not in client.grants:
+            offset = self._allocate(size)
+            if offset >= 0:
+                client.grants[oid] = (offset, size)
         return None
 
     def unreserve(self, client: Client, oid: int) -> None:
+        """``client`` wrote ``oid``: its room is the stored object's now."""
         if client.reserved:
             self.reserved_total -= client.reserved.pop(oid, 0)
+            if client.grants:
+                client.grants.pop(oid, None)
 
     def release_grants(self, client: Client) -> None:
-        """``client`` is gone: the room granted to it and never used is free again."""
+        """``client`` is gone: the room granted to it and never used is free again, and so
+        are its leases."""
         for size in client.reserved.values():
             self.reserved_total -= size
         client.reserved = {}
+        for offset, size in client.grants.values():
+            self.drop(0, size, offset)
+        client.grants = {}
+        for offset, n in client.leases.items():
+            self._unpinned(offset, n)
+        client.leases = {}
 
     def make_room(self, size: int) -> bool:
         """The spill policy: least recently needed first, while the disk limit allows."""
         over = self.store_used + self.reserved_total + size - self.capacity
         if over <= 0:
             return True
-        victims = sorted(((obj.used, oid, obj) for oid, obj in self.by_id.items()
+        pins = self.pins
+        victims = sorted(((obj.offset in pins, obj.used, oid, obj)
+                          for oid, obj in self.by_id.items()
                           if obj.state == READY and obj.shm_size and obj.spilled is None),
-                         key=lambda v: v[0])
-        for _, oid, obj in victims:
+                         key=lambda v: v[:2])  # what nobody reads first, then the oldest
+        for _, _, oid, obj in victims:
             if over <= 0:
                 break
             if self.spill_limit and self.spilled_used + obj.shm_size > self.spill_limit:
                 continue
-            path = self.io.spill(oid, obj.shm_size)
+            if obj.offset >= 0:
+                path = self.io.spill_range(oid, obj.offset, obj.shm_size)
+            else:
+                path = self.io.spill(oid, obj.shm_size)
             if path is None:
                 return False
+            if obj.offset >= 0:
+                self.drop(oid, obj.shm_size, obj.offset)
+                obj.offset = -1
             obj.spilled = path
             self.store_used -= obj.shm_size
             self.spilled_used += obj.shm_size
             self.spill_count += 1
+            self.notices.later(obj.owner_job, ev.ObjectSpilled,
+                               (oid, obj.shm_size, self.notices.node_id))
             over -= obj.shm_size
         return over <= 0
 
@@ -356,7 +494,16 @@ class ObjectTable:
         self.make_room(obj.shm_size)  # best effort: a read must not fail for lack of room
         obj.spilled = None
         self.spilled_used -= obj.shm_size
-        if not self.io.restore(oid, path):
+        offset = self._allocate(obj.shm_size)
+        if offset >= 0:
+            restored = self.io.restore_range(oid, path, offset, obj.shm_size)
+            if restored:
+                obj.offset = offset
+            else:
+                self.drop(oid, obj.shm_size, offset)
+        else:
+            restored = self.io.restore(oid, path)
+        if not restored:
             err = ObjectLostError(f"Object {oid:x} could not be read back from disk ({path}).")
             obj.shm_size = 0
             obj.blob = system_error_blob(err)
@@ -364,6 +511,8 @@ class ObjectTable:
             return
         self.store_used += obj.shm_size
         self.restore_count += 1
+        self.notices.later(obj.owner_job, ev.ObjectRestored,
+                           (oid, obj.shm_size, self.notices.node_id))
 
     def spilled_ids(self, limit: int) -> list[int]:
         """The objects on disk now (for the panel)."""

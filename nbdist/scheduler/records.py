@@ -23,7 +23,7 @@ class Client:
     """A connected process (driver, worker or peer node) as the scheduler sees it."""
 
     __slots__ = ("peer", "kind", "client_no", "pid", "holds", "worker", "job", "node_index",
-                 "reserved")
+                 "reserved", "grants", "leases")
 
     def __init__(self, peer: Any, kind: str, client_no: int, pid: int, job: int) -> None:
         self.peer = peer
@@ -35,6 +35,8 @@ class Client:
         self.job = job
         self.node_index = 0  # for a peer node (kind "node"): its index
         self.reserved: dict[int, int] = {}  # store space granted for objects it will write
+        self.grants: dict[int, tuple[int, int]] = {}  # oid -> (offset, size) in the arena
+        self.leases: dict[int, int] = {}  # arena offset -> locations sent, not given back
 
 
 class Worker:
@@ -104,7 +106,7 @@ def producer_of(tasks: Mapping[int, Task], oid: int) -> Task | None:
 
 class Obj:
     __slots__ = ("state", "blob", "shm_size", "count", "subscribers", "waiting", "contained",
-                 "error", "owner_job", "spilled", "used")
+                 "error", "owner_job", "spilled", "used", "offset")
 
     def __init__(self) -> None:
         self.state = PENDING  # PENDING until its value (or error) is stored, then READY
@@ -118,6 +120,7 @@ class Obj:
         self.owner_job = 0
         self.spilled: str | None = None  # its file on disk while it is spilled
         self.used = 0  # when it was last needed (the store's clock): spill the oldest first
+        self.offset = -1  # where its shm_size bytes are in the arena; -1: a file (or none)
 
 
 class Actor:
@@ -179,6 +182,10 @@ class NodeIO(Protocol):
     def spill(self, oid: int, size: int) -> str | None: ...
     def restore(self, oid: int, path: str) -> bool: ...
     def remove_spill(self, path: str) -> None: ...
+    # The arena (only called once the table has one, see `ObjectTable.enable_arena`).
+    def commit_arena(self, start: int, end: int) -> bool: ...
+    def spill_range(self, oid: int, offset: int, size: int) -> str | None: ...
+    def restore_range(self, oid: int, path: str, offset: int, size: int) -> bool: ...
     def to_node(self, index: int, msg: tuple) -> None: ...
 
 

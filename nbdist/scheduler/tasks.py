@@ -13,9 +13,10 @@ forwarded here the copies held for that node are let go. A task that raised may 
 
 from __future__ import annotations
 
+from .. import events as ev
 from .. import protocol as P
 from ..serialization import error_type_names
-from .notices import Notices
+from .notices import Notices, error_fields
 from .objects import ObjectTable
 from .records import Client, NodeIO, Task, Worker, producer_of
 
@@ -68,6 +69,7 @@ class TaskTable:
                 worker.fns.add(fid)
         loc = self.objects.loc
         deps = [loc(d) for d in spec[P.S_DEPS]]
+        self.objects.lease(client, deps)
         self.io.send(client, (P.EXEC, spec, deps, task.gpus))
         self.notices.started.setdefault(task.owner, {})[task.id] = worker.pid
 
@@ -76,12 +78,12 @@ class TaskTable:
         owner = task.owner
         self.notices.ended(owner, task.id)
         self.by_id.pop(task.id, None)
+        self.objects.lease(owner, locs)
         self.io.send(owner, (P.DONE, task.id, True, locs, t0, t1, pid))
         self.objects.store_results(owner, locs)
         if owner.kind == P.KIND_WORKER:
-            self.notices.event(task.spec[P.S_JOB], "task_finished", {
-                "task_id": task.id, "name": task.spec[P.S_NAME], "t0": t0, "t1": t1,
-                "pid": pid, "sizes": [(loc[0], len(loc[1]) if loc[1] else loc[2]) for loc in locs]})
+            self.notices.task_finished(task.spec[P.S_JOB], task.id, task.spec[P.S_NAME], locs,
+                                       t0, t1, pid)
         self.unpin(task)
         if owner.kind == P.KIND_NODE:
             self._release_forwarded(owner, task)
@@ -98,9 +100,10 @@ class TaskTable:
         self.io.send(owner, (P.DONE, task.id, False, locs, t0, t1, pid))
         self.objects.store_results(owner, locs)
         if owner.kind == P.KIND_WORKER:
-            self.notices.event(task.spec[P.S_JOB], "task_failed", {
-                "task_id": task.id, "name": task.spec[P.S_NAME], "t0": t0, "t1": t1,
-                "pid": pid, "error": error})
+            etype, message, text = error_fields(error)
+            self.notices.event(task.spec[P.S_JOB], ev.TaskFailed, (
+                task.id, task.spec[P.S_NAME], etype, message, t1 - t0 if t0 else 0.0, pid, t0,
+                text, None))
         self.unpin(task)
         if owner.kind == P.KIND_NODE:
             self._release_forwarded(owner, task)
@@ -125,6 +128,5 @@ class TaskTable:
 
     def retried(self, task: Task, reason: str) -> None:
         task.retries_left -= 1
-        self.notices.event(task.spec[P.S_JOB], "task_retried", {
-            "task_id": task.id, "name": task.spec[P.S_NAME], "attempt": task.attempt + 1,
-            "reason": reason})
+        self.notices.event(task.spec[P.S_JOB], ev.TaskRetried, (
+            task.id, task.spec[P.S_NAME], task.attempt + 1, reason))

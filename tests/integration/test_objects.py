@@ -4,6 +4,7 @@ and an object's shared memory goes away once no ref to it remains."""
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -30,6 +31,16 @@ def make_array(n: int) -> np.ndarray:
 @nbdist.remote
 def inspect_array(a: np.ndarray) -> tuple[bool, float]:
     return bool(a.flags.writeable), float(a.sum())
+
+
+@pytest.fixture
+def file_store(monkeypatch: pytest.MonkeyPatch, cluster_manager) -> Iterator[None]:
+    """A cluster whose node has no arena: a file per large object, the path values take when
+    the arena cannot (tests/integration/test_arena.py covers the arena)."""
+    monkeypatch.setenv("NBDIST_ARENA_BYTES", "-1")
+    cluster_manager.use({"num_cpus": 2}, fresh=True)
+    yield
+    cluster_manager.stop()
 
 
 @pytest.mark.parametrize(
@@ -104,6 +115,7 @@ def test_ref_inside_another_object_keeps_it_alive() -> None:
 
 
 @pytest.mark.nbdist_only
+@pytest.mark.usefixtures("file_store")
 def test_deleted_put_ref_frees_its_shared_memory(shm_files, wait_until) -> None:
     before = shm_files()
     ref = nbdist.put(np.ones(BIG))
@@ -114,6 +126,7 @@ def test_deleted_put_ref_frees_its_shared_memory(shm_files, wait_until) -> None:
 
 
 @pytest.mark.nbdist_only
+@pytest.mark.usefixtures("file_store")
 def test_deleted_task_result_frees_its_shared_memory(shm_files, wait_until) -> None:
     before = shm_files()
     ref = make_array.remote(BIG)
@@ -125,6 +138,7 @@ def test_deleted_task_result_frees_its_shared_memory(shm_files, wait_until) -> N
 
 
 @pytest.mark.nbdist_only
+@pytest.mark.usefixtures("file_store")
 def test_contained_ref_keeps_shared_memory_until_container_is_freed(shm_files, wait_until) -> None:
     before = shm_files()
     inner = nbdist.put(np.full(BIG, 3.0))
@@ -156,6 +170,7 @@ def _warm_files() -> list[str]:
     return glob.glob(f"/dev/shm/nbdist-*-warm{os.getpid()}-*")
 
 
+@pytest.mark.usefixtures("file_store")
 def test_large_puts_reuse_a_warm_file_and_read_back_exactly(wait_until) -> None:
     # A large put leaves a warm file (allocated in the background) that the next large put of
     # at most that size fills instead of allocating fresh shared memory; the values stay exact.

@@ -12,6 +12,24 @@ from nbdist import events, tally
 from nbdist.jupyter import bridge
 
 
+class FakeClock:
+    """The hub's clocks, moved by the test: wall-clock and monotonic time alike."""
+
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def time(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def fake_hub(interval: float) -> tuple[bridge.Hub, FakeClock]:
+    clock = FakeClock()
+    return bridge.Hub(interval=interval, clock=clock.time, monotonic=clock.time), clock
+
+
 class RecordingComm:
     comm_id = "test"
 
@@ -44,19 +62,22 @@ def test_a_backlog_leaves_in_several_deltas_and_all_tasks_arrive(
 
 
 def test_small_batches_leave_at_most_once_per_interval() -> None:
-    hub = bridge.Hub(interval=60.0)
+    hub, clock = fake_hub(interval=1.0)
     comm = RecordingComm()
     hub._comms.append(comm)
 
     def submitted(tid: str) -> list[events.Event]:
-        return [events.TaskSubmitted(time.time(), tid * 18, "f", (), ("f" * 18,), None)]
+        return [events.TaskSubmitted(clock.time(), tid * 18, "f", (), ("f" * 18,), None)]
 
     hub.on_events(submitted("a"))  # nothing sent for an interval: this one goes at once
     assert len(comm.sent) == 1 and list(comm.sent[0]["tasks"]) == ["a" * 18]
+    clock.advance(0.9)
     hub.on_events(submitted("b"))  # within the interval: it waits for the sender thread
     assert len(comm.sent) == 1
-    hub.flush()
-    assert len(comm.sent) == 2 and list(comm.sent[1]["tasks"]) == ["b" * 18]
+    clock.advance(0.2)
+    hub.on_events(submitted("c"))  # an interval after the last delta: it goes itself
+    assert len(comm.sent) == 2 and sorted(comm.sent[1]["tasks"]) == ["b" * 18, "c" * 18]
+    assert comm.sent[1]["time"] == round(clock.time(), 3)  # stamped by the model's clock
 
 
 def test_a_burst_past_the_grouping_threshold_goes_out_as_groups(
@@ -84,7 +105,7 @@ def test_a_burst_past_the_grouping_threshold_goes_out_as_groups(
 
 
 def test_grouped_deltas_come_at_the_shorter_grouped_cadence() -> None:
-    hub = bridge.Hub(interval=60.0)
+    hub, clock = fake_hub(interval=60.0)
     assert hub.grouped_interval == 60.0 * bridge.GROUPED_SHARE < hub.interval
     comm = RecordingComm()
     hub._comms.append(comm)
@@ -102,30 +123,53 @@ def test_grouped_deltas_come_at_the_shorter_grouped_cadence() -> None:
                                       (f"{10_001:018x}",), None)])
     hub.flush(only_if_due=True)  # one was just sent: not due
     assert len(comm.sent) == 1
+    clock.advance(0.4 * hub.interval)
+    hub.flush(only_if_due=True)  # not yet past the grouped cadence
+    assert len(comm.sent) == 1
     # Past the grouped cadence, though not past the ungrouped one: due.
-    hub._sent_at -= 0.6 * hub.interval
+    clock.advance(0.2 * hub.interval)
     hub.flush(only_if_due=True)
     assert len(comm.sent) == 2 and comm.sent[1]["type"] == "delta"
     assert "g" in {g["name"] for g in comm.sent[1]["groups"].values()}
 
 
-def test_a_burst_below_the_threshold_is_held_briefly_then_sent(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(bridge, "BURST_HOLD_S", 0.05)
-    hub = bridge.Hub(interval=0.0)
+def test_a_burst_below_the_threshold_is_held_briefly_then_sent() -> None:
+    hub, clock = fake_hub(interval=0.0)
     comm = RecordingComm()
     hub._comms.append(comm)
     burst: list[events.Event] = [
-        events.TaskSubmitted(time.time(), f"{i:018x}", "f", (), (f"{i + 1:018x}",), None)
+        events.TaskSubmitted(clock.time(), f"{i:018x}", "f", (), (f"{i + 1:018x}",), None)
         for i in range(0, 2 * bridge.BURST_TASKS, 2)]
     hub.on_events(burst)
     hub.flush()
     assert comm.sent == [], "a burst may be on its way to groups: nothing yet"
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and not comm.sent:
-        time.sleep(0.01)  # the burst ended: its tasks go out one by one after all
-        hub.flush()
+    clock.advance(bridge.BURST_HOLD_S * 0.9)
+    hub.flush()
+    assert comm.sent == []
+    clock.advance(bridge.BURST_HOLD_S * 0.2)
+    hub.flush()  # the burst ended: its tasks go out one by one after all
     assert len(comm.sent[0]["tasks"]) == bridge.BURST_TASKS
+
+
+def test_a_burst_that_goes_on_is_held_at_most_burst_max(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bridge, "BURST_TASKS", 20)  # (never near the grouping threshold)
+    hub, clock = fake_hub(interval=0.0)
+    comm = RecordingComm()
+    hub._comms.append(comm)
+    step = bridge.BURST_HOLD_S / 2
+    first = 0
+    while not comm.sent:
+        assert clock.time() - 1_000_000.0 < bridge.BURST_MAX_S + 2 * bridge.BURST_HOLD_S, \
+            "a burst that never ends held the panel's deltas for good"
+        hub.on_events([
+            events.TaskSubmitted(clock.time(), f"{i:018x}", "f", (), (f"{i + 1:018x}",), None)
+            for i in range(first, first + 2 * bridge.BURST_TASKS, 2)])
+        first += 2 * bridge.BURST_TASKS
+        hub.flush()
+        clock.advance(step)
+    assert clock.time() - 1_000_000.0 >= bridge.BURST_MAX_S
+    assert comm.sent[0]["type"] == "delta" and not comm.sent[0]["grouped"]
 
 
 def test_a_delta_is_as_of_the_last_batch_applied_in_full(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable
@@ -80,50 +81,87 @@ def test_history_is_bounded() -> None:
 
 def test_deferred_records_are_built_when_read_and_keep_their_order() -> None:
     bus = events.EventBus()
-    built: list[int] = []
-
-    @events.builds("object_freed")
-    def make(t: float, i: int) -> events.Event:
-        built.append(i)
-        return events.ObjectFreed(t, f"{i:x}")
-
     bus.publish(_rec(1))
-    bus.publish_later(make, (2.0, 2))
+    bus.publish_later(events.ObjectFreed, (2.0, 2))
     bus.publish(_rec(3))
-    assert built == []  # nothing read yet: nothing built
+    assert type(bus.recent(raw=True)[1]) is tuple  # nothing read yet: nothing built
     got = bus.recent()
-    assert [e.object_id for e in got] == ["1", "2", "3"]  # type: ignore[attr-defined]
-    assert built == [2] and got[1].time == 2.0
+    assert [e.object_id for e in got] == ["1", f"{2:018x}", "3"]  # type: ignore[attr-defined]
+    assert got[1].time == 2.0
 
     cb, delivered, done = _collector(2)
     unsub = bus.subscribe(cb)
-    bus.publish_later(make, (4.0, 4))
+    bus.publish_later(events.ObjectFreed, (4.0, 4))
     bus.publish(_rec(5))
     assert done.wait(5)
     assert [type(e) for e in delivered] == [events.ObjectFreed, events.ObjectFreed]
-    assert [e.object_id for e in delivered] == ["4", "5"]  # type: ignore[attr-defined]
+    assert [e.object_id for e in delivered] == [f"{4:018x}", "5"]  # type: ignore[attr-defined]
     unsub()
     bus.close()
 
 
-def test_records_published_unbuilt_are_plain_values_the_same_for_every_raw_reader() -> None:
+def test_records_published_compact_are_plain_values_the_same_for_every_raw_reader() -> None:
     import gc
 
     bus = events.EventBus()
-    bus.publish_later(events.ObjectFreed, (1.0, "a"))  # nobody subscribes: kept unbuilt
+    bus.publish_later(events.ObjectFreed, (1.0, 10))  # nobody subscribes: kept compact
     [item] = bus.recent(raw=True)
     gc.collect()
     assert not gc.is_tracked(item), "the garbage collector should stop scanning it"
-    assert events.unbuilt(item) == (events.ObjectFreed, (1.0, "a"))
-    assert events.build(item) == events.ObjectFreed(1.0, "a") == bus.recent()[0]
+    assert events.fields(item) == (events.ObjectFreed, (1.0, 10))
+    assert events.build(item) == events.ObjectFreed(1.0, "00000000000000000a") == bus.recent()[0]
     got: list[object] = []
     done = threading.Event()
     unsub = bus.subscribe(lambda items: (got.extend(items), done.set()), raw=True)
-    bus.publish_later(events.ObjectFreed, (2.0, "b"))
+    bus.publish_later(events.ObjectFreed, (2.0, 11))
     assert done.wait(5)
     assert got[0] is bus.recent(raw=True)[-1]  # a raw reader can tell it saw it already
     unsub()
     bus.close()
+
+
+def _compact_sample(cls: type[events.Event]) -> tuple:
+    """Fields for a record of ``cls`` in compact form: ints where ids go."""
+    values: list[object] = []
+    for f in dataclasses.fields(cls):
+        if f.name in cls.id_fields:
+            values.append((7, 8) if "s" in f.name[-1:] or f.name == "deps" else 9)
+        elif f.type in ("str", "str | None"):
+            values.append(f"{f.name}-text")
+        elif f.type == "bool":
+            values.append(True)
+        elif f.type in ("int", "float"):
+            values.append(3)
+        elif f.type.startswith("dict"):
+            values.append({"CPU": 1.0})
+        else:
+            values.append(None)
+    return tuple(values)
+
+
+def test_every_record_class_has_one_compact_form_that_builds_it_and_reads_back() -> None:
+    """A node sends records compact; a consumer reads any item, built or compact, through
+    `fields` the same way: the form is the record's own fields, no table per kind."""
+    assert events.RECORDS, "no record class registered"
+    for code, cls in enumerate(events.RECORDS):
+        assert cls.code == code and cls.kind != "event"
+        values = _compact_sample(cls)
+        record = events.build(events.compact(cls, values))
+        assert type(record) is cls and record.version == events.EVENT_VERSION
+        for name in cls.id_fields:
+            value = getattr(record, name)
+            assert isinstance(value, (str, tuple)), (cls, name, value)
+        assert events.fields(record) == (cls, values), cls
+        assert events.kind_of(events.compact(cls, values)) == cls.kind
+
+
+def test_the_object_store_records_carry_sizes_and_nodes() -> None:
+    for cls in (events.ObjectPinned, events.ObjectSpilled, events.ObjectRestored,
+                events.ObjectFreed):
+        names = {f.name for f in dataclasses.fields(cls)}
+        assert {"object_id", "size", "node_id"} <= names, cls
+    record = events.build(events.compact(events.ObjectSpilled, (1.0, 255, 4096, "n1")))
+    assert record == events.ObjectSpilled(1.0, f"{255:018x}", 4096, "n1")
 
 
 def test_the_history_can_be_resized_keeping_its_newest_records() -> None:
@@ -141,21 +179,14 @@ def test_the_history_can_be_resized_keeping_its_newest_records() -> None:
 
 def test_subscribers_get_the_kinds_they_ask_for_and_nothing_else_is_built() -> None:
     bus = events.EventBus()
-    built: list[int] = []
-
-    @events.builds("object_freed")
-    def freed(t: float, i: int) -> events.Event:
-        built.append(i)
-        return events.ObjectFreed(t, f"{i:x}")
-
     waits, got_waits, waits_done = _collector(2)
     unsub = bus.subscribe(waits, ["wait_begun", "wait_done"])
-    bus.publish_later(freed, (1.0, 1))  # nobody wants it: not built, not queued
+    bus.publish_later(events.ObjectFreed, (1.0, 1))  # nobody wants it: not built, not queued
     bus.publish(events.WaitBegun(2.0, 1, "get", ("a",), 1, 0))
     bus.publish_later(events.WaitDone, (3.0, 1, 1, 1, False))
     assert waits_done.wait(5)
     assert [e.kind for e in got_waits] == ["wait_begun", "wait_done"]
-    assert built == []
+    assert type(bus.recent(raw=True)[0]) is tuple
     raw: list[object] = []
     raw_done = threading.Event()
 
@@ -164,12 +195,12 @@ def test_subscribers_get_the_kinds_they_ask_for_and_nothing_else_is_built() -> N
         raw_done.set()
 
     unsub_raw = bus.subscribe(raw_cb, ["object_freed"], raw=True)
-    bus.publish_later(freed, (4.0, 4))  # wanted, but raw: handed over unbuilt
+    bus.publish_later(events.ObjectFreed, (4.0, 4))  # wanted, but raw: handed over compact
     assert raw_done.wait(5)
-    assert events.unbuilt(raw[0]) == (freed, (4.0, 4))
-    assert built == []
+    assert raw[0] == (events.ObjectFreed.code, (4.0, 4))
+    assert events.fields(raw[0]) == (events.ObjectFreed, (4.0, 4))
     freed_ids = [e.object_id for e in bus.recent() if e.kind == "object_freed"]  # type: ignore[attr-defined]
-    assert freed_ids == ["1", "4"] and built == [1, 4]  # built when read, in order
+    assert freed_ids == [f"{1:018x}", f"{4:018x}"]  # built when read, in order
     unsub()
     unsub_raw()
     bus.close()
@@ -181,7 +212,7 @@ def test_a_pull_queue_keeps_its_kinds_raw_until_taken_and_says_when_it_overflowe
     bus.publish_later(events.ObjectFreed, (1.0, "a"))
     bus.publish(events.WaitDone(2.0, 1, 1, 1, False))  # not its kind
     [item] = queue.take()
-    assert item is bus.recent(raw=True)[0] and events.unbuilt(item) is not None
+    assert item is bus.recent(raw=True)[0] and type(item) is tuple
     assert queue.take() == [] and not queue.overflowed
     for i in range(6):  # more than it keeps (the history's length) while nobody takes them
         bus.publish_later(events.ObjectFreed, (3.0, f"{i}"))

@@ -334,22 +334,26 @@ def test_tasks_wait_pending_for_arguments_then_are_scheduled(clock: Clock) -> No
 
 def test_objects_show_driver_refs_pinned_and_spilled(clock: Clock) -> None:
     model = Model(clock=clock)
-    model.ref_count = lambda oid: {"p1": 2}.get(oid, 0)
+    model.ref_counts = lambda ids: {"p1": 2}
     model.apply([ev.ObjectCreated(clock(), "p1", 4096, NODE, "driver", None, True),
                  submit(clock, "t", deps=("p1",))])
     delta = model.take_delta()
     assert delta is not None
     obj = delta["objects"]["p1"]
     assert (obj["refs"], obj["pinned"], obj["spilled"]) == (2, True, False)
-    model.set_spilled({"p1"})
-    model.apply(run(clock, "t"))
+    model.apply([ev.ObjectSpilled(clock(), "p1", 4096, NODE), *run(clock, "t")])
     delta = model.take_delta()
     assert delta is not None
     obj = delta["objects"]["p1"]
     assert (obj["pinned"], obj["spilled"], obj["state"]) == (False, True, "spilled")
-    model.ref_count = lambda oid: 0
+    model.ref_counts = lambda ids: dict.fromkeys(ids, 0)
+    model.apply([ev.ObjectRestored(clock(), "p1", 4096, NODE),
+                 ev.ObjectPinned(clock(), "p1", 4096, NODE)])
     delta = model.take_delta()
-    assert delta is not None and delta["objects"]["p1"]["refs"] == 0
+    assert delta is not None
+    obj = delta["objects"]["p1"]
+    assert (obj["refs"], obj["pinned"], obj["spilled"], obj["state"]) == (0, True, False,
+                                                                            "live")
 
 
 def test_overlapping_waits_both_follow_the_objects_they_share(clock: Clock) -> None:

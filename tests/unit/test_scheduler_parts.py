@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from test_scheduler import actor_spec, finish, make, run_turn, spec
 
+from nbdist import events as ev
 from nbdist import exceptions, serialization
 from nbdist import protocol as P
 from nbdist.scheduler import IllegalTransition, NodeState, Worker
@@ -225,8 +226,9 @@ def test_actor_restart_reruns_the_call_in_flight_when_retries_allow() -> None:
     new_worker = io.execs()[-1][0]
     assert [s[P.S_TASK_ID] for w, s in io.execs() if w is new_worker] == [10, 20]
     assert [m[1] for _, m in io.take(P.DONE)] == [10]  # the call did not fail
-    events = [m[2] for _, m in io.sent if m[0] == P.EVENT and m[1] == "actor_restarted"]
-    assert events == [{"actor_id": 500, "restarts": 1}]
+    restarted = [ev.build(item) for _, m in io.sent if m[0] == P.EVENT for item in m[1]
+                 if ev.kind_of(item) == "actor_restarted"]
+    assert [(e.actor_id, e.restarts) for e in restarted] == [(f"{500:018x}", 1)]
 
 
 def test_killed_actor_does_not_restart() -> None:

@@ -1,34 +1,34 @@
-"""The engine's tally (nbdist/tally.py) folding records as the runtime publishes them: the
-per-call ones unbuilt (their builders' arguments, ints), the others built."""
+"""The engine's tally (nbdist/tally.py) folding records as the runtime publishes them: compact
+(the record's fields, ids as ints) or built, through one handler per record class."""
 
 from __future__ import annotations
 
 import pytest
 
 from nbdist import events as ev
-from nbdist import records
 from nbdist.tally import SPANS, Tally
 
 NODE = "n1"
 
 
-def raw(make: ev.Builder, *args: object) -> object:
+def raw(cls: type[ev.Event], *args: object) -> object:
     """A record as the runtime publishes it when nobody wants it built."""
     bus = ev.EventBus()
-    bus.publish_later(make, args)
+    bus.publish_later(cls, args)
     [item] = bus.recent(raw=True)
     return item
 
 
 def submitted(task_id: int, name: str = "f", deps: tuple[int, ...] = (), nret: int = 1,
               tag: str | None = "cell") -> object:
-    return raw(records.submitted, 1.0, task_id, name, deps, nret, 0, tag)
+    return raw(ev.TaskSubmitted, 1.0, task_id, name, deps,
+               range(task_id + 1, task_id + 1 + nret), None, None, tag)
 
 
 def ran(task_id: int, name: str = "f", pid: int = 7, started: float = 2.0) -> list[object]:
-    return [raw(records.started, started, task_id, name, NODE, pid),
-            raw(records.finished, started + 1, task_id, name, 0.5, NODE, pid, started),
-            raw(records.created, started + 1, task_id + 1, 10, NODE, 99, task_id, False)]
+    return [raw(ev.TaskStarted, started, task_id, name, NODE, pid),
+            raw(ev.TaskFinished, started + 1, task_id, name, 0.5, NODE, pid, started),
+            raw(ev.ObjectCreated, started + 1, task_id + 1, 10, NODE, 99, task_id, False)]
 
 
 def counts(tally: Tally, name: str = "f", tag: str | None = "cell") -> tuple[int, ...]:
@@ -43,7 +43,7 @@ def test_a_task_goes_through_its_states() -> None:
     tally.fold([submitted(100)])
     assert counts(tally) == (0, 1, 0, 0, 0)  # no arguments: scheduled at once
     assert tally.lookup([f"{101:x}"]) == {f"{101:x}": {"task": "f", "state": "scheduled"}}
-    tally.fold([raw(records.started, 2.0, 100, "f", NODE, 7)])
+    tally.fold([raw(ev.TaskStarted, 2.0, 100, "f", NODE, 7)])
     assert counts(tally) == (0, 0, 1, 0, 0)
     assert tally.lookup(["65"])["65"] == {"task": "f", "state": "running", "node": NODE}
     tally.fold(ran(100)[1:])
@@ -55,7 +55,7 @@ def test_a_task_goes_through_its_states() -> None:
     assert (node, pid, task, task_name, done, busy) == (NODE, 7, None, None, 1, 0.5)
     assert spans == ((f"{100:018x}", "f", 2.0, 2.5, False),)
     assert summary.nodes == ((NODE, 0, 1, 10, 0),)
-    tally.fold([raw(records.freed, 6.0, 101)])
+    tally.fold([raw(ev.ObjectFreed, 6.0, 101)])
     assert tally.lookup(["65"]) == {} and tally.snapshot(6.0).objects_freed == 1
     assert tally.snapshot(6.0).nodes == ((NODE, 0, 0, 0, 0),)
 
@@ -67,7 +67,7 @@ def test_arguments_pending_until_they_exist_and_edges_between_groups() -> None:
     assert counts(tally, "use") == (2, 0, 0, 0, 0)
     tally.fold(ran(100, "load"))
     assert counts(tally, "use") == (1, 1, 0, 0, 0)  # 200 still waits for 501
-    tally.fold([raw(records.created, 3.0, 501, 4, NODE, 99, None, True)])  # a put
+    tally.fold([raw(ev.ObjectCreated, 3.0, 501, 4, NODE, 99, None, True)])  # a put
     assert counts(tally, "use") == (0, 2, 0, 0, 0)
     summary = tally.snapshot(4.0)
     assert [g[:2] for g in summary.groups] == [("load", "cell"), ("use", "cell")]
@@ -78,11 +78,11 @@ def test_arguments_pending_until_they_exist_and_edges_between_groups() -> None:
 def test_failures_retries_and_built_records() -> None:
     tally = Tally()
     tally.fold([submitted(100), submitted(200, deps=(101,)),
-                raw(records.started, 2.0, 100, "f", NODE, 7)])
+                raw(ev.TaskStarted, 2.0, 100, "f", NODE, 7)])
     tally.fold([ev.TaskRetried(3.0, f"{100:018x}", "f", 1, "worker died")])
     assert counts(tally) == (1, 1, 0, 0, 0)  # back to waiting for a worker
     assert tally.snapshot(3.0).nodes == ((NODE, 0, 0, 0, 0),)
-    tally.fold([raw(records.started, 3.5, 100, "f", NODE, 7),
+    tally.fold([raw(ev.TaskStarted, 3.5, 100, "f", NODE, 7),
                 ev.TaskFailed(4.0, f"{100:018x}", "f", "KeyError", "k", 0.1, 7, 3.9)])
     assert counts(tally) == (0, 1, 0, 0, 1)  # its error is there for 200: it may run
     assert tally.lookup([f"{101:x}"])[f"{101:x}"]["state"] == "failed"
@@ -98,7 +98,7 @@ def test_failures_retries_and_built_records() -> None:
 def test_duplicates_and_foreign_ids_change_nothing() -> None:
     tally = Tally()
     first = submitted(100)
-    tally.fold([first, first, *ran(100), raw(records.started, 9.0, 100, "f", NODE, 7)])
+    tally.fold([first, first, *ran(100), raw(ev.TaskStarted, 9.0, 100, "f", NODE, 7)])
     assert counts(tally) == (0, 0, 0, 1, 0)
     tally.fold([ev.TaskSubmitted(1.0, "not-hex", "f", (), ("x",), None)])
     assert counts(tally) == (0, 0, 0, 1, 0)
@@ -118,7 +118,7 @@ def test_following_the_stream_from_its_history_without_counting_twice(
     bus = ev.EventBus()
     monkeypatch.setattr(ev, "bus", lambda: bus)
     tally = Tally()
-    bus.publish_later(records.submitted, (1.0, 100, "f", (), 1, 0, "cell", 0))
+    bus.publish_later(ev.TaskSubmitted, (1.0, 100, "f", (), (101,), None, None, "cell"))
     tally.summary()  # starts: folds the history, then follows the stream
     for item in ran(100):
         bus.publish(item)
@@ -156,3 +156,25 @@ def test_a_worker_ending_short_tasks_counts_as_running_the_next() -> None:
     tally.fold([x for i in range(1, 4) for x in ran(100 + 10 * i, started=3.0)])
     done = tally.snapshot(3.6)  # nothing scheduled is left to run
     assert done.groups[0][2:] == (0, 0, 0, 4, 0) and done.nodes[0][1] == 0
+
+
+def test_objects_spilled_and_restored_leave_and_reenter_shared_memory() -> None:
+    tally = Tally()
+    tally.fold([raw(ev.ObjectCreated, 1.0, 501, 4096, NODE, 99, None, True)])
+    assert tally.snapshot(1.0).nodes == ((NODE, 0, 1, 4096, 4096),)
+    tally.fold([raw(ev.ObjectSpilled, 2.0, 501, 4096, NODE)])
+    assert tally.snapshot(2.0).nodes == ((NODE, 0, 1, 4096, 0),)
+    assert tally.lookup([f"{501:x}"])[f"{501:x}"]["spilled"] is True
+    tally.fold([ev.ObjectRestored(3.0, f"{501:018x}", 4096, NODE)])  # built: the same
+    assert tally.snapshot(3.0).nodes == ((NODE, 0, 1, 4096, 4096),)
+    tally.fold([raw(ev.ObjectSpilled, 4.0, 501, 4096, NODE),
+                raw(ev.ObjectFreed, 5.0, 501, 4096, NODE)])
+    assert tally.snapshot(5.0).nodes == ((NODE, 0, 0, 0, 0),)
+
+
+def test_one_handler_per_record_class_reads_compact_and_built_alike() -> None:
+    compact, built = Tally(), Tally()
+    items = [submitted(100), *ran(100), raw(ev.ObjectFreed, 6.0, 101, 10, NODE)]
+    compact.fold(items)
+    built.fold([ev.build(x) for x in items])
+    assert compact.snapshot(9.0) == built.snapshot(9.0)
