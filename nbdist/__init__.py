@@ -5,6 +5,8 @@ local cluster with a shared-memory object store; code written for Ray's core API
 ``import nbdist as ray``. The names below are the whole public surface.
 """
 
+from collections.abc import Callable
+
 from . import events, exceptions, util  # util: like ray.util, part of `import nbdist`
 from .actor import ActorClass, ActorHandle, method
 from .api import (
@@ -24,24 +26,30 @@ from .api import (
     shutdown,
     wait,
 )
+from .refs import ObjectRef
 from .remote_function import RemoteFunction
-from .runtime import ObjectRef
 
 __version__ = "0.1.0"
 
 
 def load_ipython_extension(ip: object) -> None:
-    """``%load_ext nbdist``: the notebook layer is imported only here, so the engine stays free
-    of IPython and widgets for scripts."""
+    """``%load_ext nbdist``: the notebook layer is imported only here (IPython's entry point),
+    so the engine stays free of IPython and widgets for scripts. IPython calls
+    ``unload_ipython_extension`` only after this, so the layer's unload is kept from here."""
     from .jupyter import load_ipython_extension as load
+    from .jupyter import unload_ipython_extension as unload
 
+    _notebook_layer["unload"] = unload
     load(ip)
 
 
 def unload_ipython_extension(ip: object) -> None:
-    from .jupyter import unload_ipython_extension as unload
+    unload = _notebook_layer.get("unload")
+    if unload is not None:
+        unload(ip)
 
-    unload(ip)
+
+_notebook_layer: dict[str, Callable[[object], None]] = {}
 
 
 def timeline(filename: str | None = None) -> list[dict]:
@@ -57,7 +65,7 @@ def show() -> object:
     frontends without the JupyterLab panel; returns it (``.close()`` stops it)."""
     from .jupyter.liveview import show as _show
 
-    return _show()
+    return _show(is_initialized)
 
 
 __all__ = [

@@ -10,19 +10,11 @@ after its pending calls. Handles pickle, so they can be passed to tasks and othe
 from __future__ import annotations
 
 import inspect
-import pickle
 from typing import Any
 
-from . import protocol as P
-from . import remote_function as _rf
-from . import runtime, serialization
-from .remote_function import (
-    ACTOR_OPTIONS,
-    METHOD_OPTIONS,
-    check_options,
-    new_function_id,
-    resource_shape,
-)
+from . import serialization
+from .backend import current
+from .remote_function import ACTOR_OPTIONS, METHOD_OPTIONS, check_options, new_function_id
 from .serialization import check_picklable
 
 
@@ -81,45 +73,7 @@ class ActorClass:
         return self._pickled
 
     def remote(self, *args: Any, **kwargs: Any) -> ActorHandle:
-        if _rf._backend is not None:
-            return _rf._backend.create_actor(self, args, kwargs)
-        client = runtime.current()
-        opts = self._options
-        name = opts.get("name")
-        namespace = opts.get("namespace")
-        if name is not None and opts.get("get_if_exists"):
-            from .api import get_actor
-
-            try:
-                return get_actor(name, namespace)
-            except ValueError:
-                pass
-        actor_id = client.ids.next()
-        meta = pickle.dumps((actor_id, self.__name__, self._methods))
-        if name is not None:
-            ns = namespace if namespace is not None else _job_namespace()
-            client.control("register_name", (ns, name, actor_id, meta))
-            namespace = ns
-        extra = {
-            "max_restarts": _int_opt(opts.get("max_restarts"), 0),
-            "max_task_retries": _int_opt(opts.get("max_task_retries"), 0),
-            "max_concurrency": opts.get("max_concurrency"),
-            "name": name,
-            "namespace": namespace,
-            "lifetime": opts.get("lifetime"),
-            "class_name": self.__name__,
-        }
-        shape = resource_shape(opts, 0.0)
-        pickled = None if self._fid in client._fns else self._pickle()
-        handle = ActorHandle(actor_id, self.__name__, self._methods, _add=False)
-        client.submit(self._fid, pickled, f"{self.__name__}.__init__", args, kwargs, 1,
-                      shape, 0, False, actor_id, P.ACTOR_INIT, extra)
-        from . import events as ev
-
-        if client.mode == P.KIND_DRIVER:
-            client.publish(ev.ActorCreated(ev.time.time(), f"{actor_id:018x}", self.__name__,
-                                           name))
-        return handle
+        return current.backend.create_actor(self, args, kwargs)
 
     def bind(self, *args: Any, **kwargs: Any) -> Any:
         """A DAG node creating this actor (see `nbdist.dag`); ``node.method.bind`` binds calls."""
@@ -129,18 +83,6 @@ class ActorClass:
 
     def __repr__(self) -> str:
         return f"<nbdist actor class {self.__name__}>"
-
-
-def _int_opt(value: Any, default: int) -> int:
-    if value is None:
-        return default
-    return -1 if value == -1 else int(value)
-
-
-def _job_namespace() -> str:
-    from . import api
-
-    return api._namespace
 
 
 class ActorMethod:
@@ -153,15 +95,8 @@ class ActorMethod:
         self._task_name = f"{handle._class_name}.{name}"
 
     def remote(self, *args: Any, **kwargs: Any) -> Any:
-        client = runtime.current()
-        nret = self._nret
-        _, refs = client.submit(0, None, self._task_name, args, kwargs, nret, None, 0, False,
-                                self._handle._actor_id, self._name)
-        if nret == 1:
-            return refs[0]
-        if nret == 0:
-            return None
-        return refs
+        return current.backend.call_method(self._handle, self._name, self._nret,
+                                           self._task_name, args, kwargs)
 
     def options(self, **options: Any) -> ActorMethod:
         check_options(options, METHOD_OPTIONS, f"actor method {self._name!r}")
@@ -190,12 +125,12 @@ class ActorHandle:
         self._actor_id = actor_id
         self._class_name = class_name
         self._methods = methods
-        client = runtime._client
+        client = current.client
         if client is not None:
             client._hold(actor_id, _add)
 
     def __del__(self) -> None:
-        client = runtime._client
+        client = current.client
         if client is not None:
             client._release(self._actor_id)
 

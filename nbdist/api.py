@@ -5,8 +5,8 @@ remote call, ``put`` or ``get`` does it implicitly with defaults, as in Ray. Que
 cluster (``nodes``, ``cluster_resources``, ``available_resources``) never start one: a cluster
 started by a query would take the place of the ``init(...)`` the user meant to call next, so
 they raise RuntimeNotInitializedError, as Ray does. ``shutdown`` stops what ``init`` started;
-it also runs at interpreter exit. Everything else forwards to the process's
-`runtime.CoreClient`.
+it also runs at interpreter exit. Everything else forwards to the process's backend
+(`backend.current`): nbdist's engine (`local_backend.LocalBackend`) or Ray.
 """
 
 from __future__ import annotations
@@ -21,19 +21,20 @@ from typing import Any
 from . import config as config_mod
 from . import events, runtime, tally
 from . import protocol as P
-from . import remote_function as _rf
-from .actor import ActorClass, ActorHandle, _rebuild_handle
+from .actor import ActorClass, ActorHandle
+from .backend import current, set_backend
 from .cluster import LocalCluster
 from .context import ContextNames
-from .exceptions import ClusterError, RuntimeNotInitializedError
+from .exceptions import ClusterError
 from .ids import hex_id
+from .local_backend import LocalBackend
+from .refs import ObjectRef
 from .remote_function import RemoteFunction
-from .runtime import ObjectRef
 
 _lock = threading.RLock()
-_cluster: LocalCluster | None = None
-_namespace = ""
-_info: dict[str, Any] = {}
+# nbdist's own engine: the process's backend unless init(backend="ray") installs another.
+_local = LocalBackend()
+set_backend(_local)
 
 _INIT_IGNORED = frozenset({"include_dashboard", "dashboard_host", "dashboard_port",
                            "logging_level", "configure_logging", "log_to_driver_level",
@@ -71,8 +72,7 @@ def init(address: str | None = None, *, backend: str = "nbdist", num_cpus: float
     ``backend="ray"`` runs everything on Ray instead (see docs/scaling.md): ``address`` None
     starts a local Ray, "auto" or "HOST:PORT" or "ray://HOST:PORT" attaches to a Ray cluster;
     the other keyword arguments go to ``ray.init``."""
-    global _cluster
-    if backend != "nbdist" or _rf._backend is not None:
+    if backend != "nbdist" or current.backend is not _local:
         info = _init_backend(backend, address, dict(
             kwargs, num_cpus=num_cpus, num_gpus=num_gpus, resources=resources,
             object_store_memory=object_store_memory), namespace, ignore_reinit_error,
@@ -86,13 +86,13 @@ def init(address: str | None = None, *, backend: str = "nbdist", num_cpus: float
             "num_cpus, num_gpus, resources, object_store_memory, namespace, "
             "ignore_reinit_error, log_to_driver.")
     with _lock:
-        if runtime._client is not None and not runtime._client.closed:
+        if _local.is_initialized():
             if ignore_reinit_error:
-                return ClusterInfo(_info)
+                return ClusterInfo(_local.info)
             raise RuntimeError(
                 "nbdist.init() was already called: the cluster is running. Call "
                 "nbdist.shutdown() first, or pass ignore_reinit_error=True.")
-        if runtime._client is not None:
+        if current.client is not None:
             _shutdown_locked()
         if address not in (None, "local"):
             if num_cpus is not None or num_gpus is not None or resources is not None or (
@@ -118,7 +118,7 @@ def init(address: str | None = None, *, backend: str = "nbdist", num_cpus: float
         except BaseException:
             cluster.stop()
             raise
-        _cluster = cluster
+        _local.cluster = cluster
         events.bus().keep(cfg.event_buffer)
         runtime.set_client(client)
         client.start()
@@ -127,19 +127,18 @@ def init(address: str | None = None, *, backend: str = "nbdist", num_cpus: float
 
 def _joined(client: runtime.CoreClient, namespace: str | None, address: str,
             session_dir: str) -> ClusterInfo:
-    global _namespace, _info
     tally.reset()  # this driver's ids start over: what an earlier one did is not its work
-    _namespace = namespace or ""
+    _local.namespace = namespace or ""
     if namespace:
         client.control("kv_put", (f"job_namespace:{client.job}", namespace))
-    _info = {
+    _local.info = {
         "address": address,
         "node_id": client.node_id,
         "session_dir": session_dir,
-        "namespace": _namespace,
+        "namespace": _local.namespace,
         "job_id": hex_id(client.job),
     }
-    return ClusterInfo(_info)
+    return ClusterInfo(_local.info)
 
 
 def _attach(address: str) -> runtime.CoreClient:
@@ -165,20 +164,17 @@ def _attach(address: str) -> runtime.CoreClient:
 
 def _auto_init() -> runtime.CoreClient:
     with _lock:
-        if runtime._client is None:
+        if current.client is None:
             init()
-    assert runtime._client is not None
-    return runtime._client
+    assert current.client is not None
+    return current.client
 
 
 runtime.set_auto_init(_auto_init)
 
 
 def is_initialized() -> bool:
-    if _rf._backend is not None:
-        return bool(_rf._backend.is_initialized())
-    client = runtime._client
-    return client is not None and not client.closed
+    return current.backend.is_initialized()
 
 
 def shutdown() -> None:
@@ -188,31 +184,23 @@ def shutdown() -> None:
 
 
 def _shutdown_locked() -> None:
-    global _cluster
-    backend = _rf._backend
-    if backend is not None and backend.driver:
-        _rf._backend = None
+    backend = current.backend
+    if backend is not _local and backend.driver:
+        set_backend(_local)
         backend.shutdown()
-    client = runtime._client
-    runtime.set_client(None)
-    if client is not None:
-        client.close()
-    if _cluster is not None:
-        _cluster.stop()
-        _cluster = None
+    _local.shutdown()
 
 
 def _init_backend(backend: str, address: str | None, options: dict[str, Any],
                   namespace: str | None, ignore_reinit_error: bool, log_to_driver: bool
                   ) -> ClusterInfo | None:
     """init() for another backend, or when one is installed; None: go on with the engine."""
-    global _namespace, _info
     if backend not in ("nbdist", "ray"):
         raise ValueError(f"Unknown backend {backend!r}: choose 'nbdist' (the default) or 'ray'.")
     with _lock:
         if is_initialized():
             if ignore_reinit_error:
-                return ClusterInfo(_info)
+                return ClusterInfo(current.backend.info)
             raise RuntimeError(
                 "nbdist.init() was already called: the cluster is running. Call "
                 "nbdist.shutdown() first, or pass ignore_reinit_error=True.")
@@ -222,9 +210,8 @@ def _init_backend(backend: str, address: str | None, options: dict[str, Any],
         from .ray_backend import start
 
         driver, info = start(address, options, namespace, log_to_driver)
-        _rf._backend = driver
-        _namespace = info["namespace"]
-        _info = info
+        driver.info = info
+        set_backend(driver)
         return ClusterInfo(info)
 
 
@@ -271,18 +258,13 @@ def get(object_refs: ObjectRef | Sequence[ObjectRef], *, timeout: float | None =
 
     numpy arrays and Arrow data from shared memory come back as zero-copy read-only views."""
     refs, single = _as_refs(object_refs, "get")
-    if _rf._backend is not None:
-        values = _rf._backend.get(refs, timeout)
-    else:
-        values = runtime.current().get(refs, timeout)
+    values = current.backend.get(refs, timeout)
     return values[0] if single else values
 
 
 def put(value: Any) -> ObjectRef:
     """Store ``value`` in the object store; returns its ref."""
-    if _rf._backend is not None:
-        return _rf._backend.put(value)
-    return runtime.current().put(value)
+    return current.backend.put(value)
 
 
 def wait(object_refs: Sequence[ObjectRef], *, num_returns: int = 1,
@@ -300,9 +282,7 @@ def wait(object_refs: Sequence[ObjectRef], *, num_returns: int = 1,
     if num_returns > len(refs):
         raise ValueError(
             f"num_returns ({num_returns}) cannot exceed the number of refs ({len(refs)}).")
-    if _rf._backend is not None:
-        return _rf._backend.wait(refs, num_returns, timeout, fetch_local)
-    return runtime.current().wait(refs, num_returns, timeout)
+    return current.backend.wait(refs, num_returns, timeout, fetch_local)
 
 
 def cancel(object_ref: ObjectRef, *, force: bool = False, recursive: bool = True) -> None:
@@ -311,9 +291,7 @@ def cancel(object_ref: ObjectRef, *, force: bool = False, recursive: bool = True
     TaskCancelledError."""
     if not isinstance(object_ref, ObjectRef):
         raise TypeError(f"cancel() takes an ObjectRef, not {type(object_ref).__name__}.")
-    if _rf._backend is not None:
-        return _rf._backend.cancel(object_ref, force, recursive)
-    runtime.current().cancel(object_ref.id, force)
+    current.backend.cancel(object_ref, force, recursive)
 
 
 def cancel_submitted(submitter: str, *, force: bool = False) -> int:
@@ -321,115 +299,34 @@ def cancel_submitted(submitter: str, *, force: bool = False) -> int:
     `nbdist.events.set_submitter`), nested tasks included; returns how many were asked to stop.
 
     This is what interrupting a notebook cell does to the work that cell started."""
-    if _rf._backend is not None:
-        return _rf._backend.cancel_submitted(submitter, force)
-    client = runtime.current()
-    ids = client.unfinished_tasks(submitter)
-    for task_id in ids:
-        client.cancel_task(task_id, force)
-    return len(ids)
+    return current.backend.cancel_submitted(submitter, force)
 
 
 def kill(actor: ActorHandle, *, no_restart: bool = True) -> None:
     """Kill an actor's process now; pending calls raise ActorDiedError."""
     if not isinstance(actor, ActorHandle):
         raise TypeError(f"kill() takes an ActorHandle, not {type(actor).__name__}.")
-    if _rf._backend is not None:
-        return _rf._backend.kill(actor, no_restart)
-    runtime.current().kill_actor(actor._actor_id, no_restart)
+    current.backend.kill(actor, no_restart)
 
 
 def get_actor(name: str, namespace: str | None = None) -> ActorHandle:
     """The handle of the live actor called ``name``; ValueError if there is none."""
-    if _rf._backend is not None:
-        return _rf._backend.get_actor(name, namespace)
-    client = runtime.current()
-    ns = namespace if namespace is not None else (_namespace if client.mode == "driver"
-                                                  else None)
-    meta = client.control("get_named", (ns, name, client.job or client.ctx.job))
-    if meta is None:
-        raise ValueError(
-            f"Failed to look up actor {name!r} in namespace {ns or '(default)'!r}: no such "
-            "actor is alive. Create it with .options(name=...).remote() first.")
-    import pickle
-
-    actor_id, class_name, methods = pickle.loads(meta)
-    return _rebuild_handle(actor_id, class_name, methods)
-
-
-def _started(query: str) -> runtime.CoreClient:
-    """The running cluster's client, for a query that must not start one."""
-    if runtime._client is None:
-        raise RuntimeNotInitializedError(
-            f"nbdist has not been started yet, so nbdist.{query}() has no cluster to ask. "
-            "Call nbdist.init() first (with the num_cpus, resources, address, ... you want; "
-            "%nbdist start in a notebook).")
-    return runtime.current()
+    return current.backend.get_actor(name, namespace)
 
 
 def nodes() -> list[dict[str, Any]]:
     """One dict per node: NodeID, Alive, NodeManagerAddress, Resources, and more."""
-    if _rf._backend is not None:
-        return _rf._backend.nodes()
-    out = []
-    for n in _started("nodes").control("nodes"):
-        out.append({
-            "NodeID": n["node_id"],
-            "Alive": n.get("alive", True),
-            "NodeManagerAddress": n.get("address", ""),
-            "NodeManagerHostname": os.uname().nodename,
-            "Resources": dict(n.get("total", {})),
-            "ObjectStoreUsed": n.get("store_used", 0),
-            "ObjectStoreSpilled": n.get("spilled", 0),
-            "Pid": n.get("pid", 0),
-            "alive": n.get("alive", True),
-        })
-    return out
+    return current.backend.nodes()
 
 
 def cluster_resources() -> dict[str, float]:
-    if _rf._backend is not None:
-        return _rf._backend.cluster_resources()
-    return dict(_started("cluster_resources").control("cluster_resources"))
+    return current.backend.cluster_resources()
 
 
 def available_resources() -> dict[str, float]:
-    if _rf._backend is not None:
-        return _rf._backend.available_resources()
-    avail = _started("available_resources").control("available_resources")
-    return {k: v for k, v in avail.items() if v > 0}
+    return current.backend.available_resources()
 
 
-class RuntimeContext(ContextNames):
+def get_runtime_context() -> ContextNames:
     """Where the calling code runs (Ray's get_runtime_context())."""
-
-    def __init__(self, client: runtime.CoreClient) -> None:
-        self._client = client
-
-    def get_job_id(self) -> str:
-        c = self._client
-        return hex_id(c.job or c.ctx.job)
-
-    def get_task_id(self) -> str | None:
-        tid = self._client.ctx.task_id
-        return hex_id(tid) if tid else None
-
-    def get_node_id(self) -> str:
-        return self._client.node_id
-
-    def get_actor_id(self) -> str | None:
-        aid = self._client.ctx.actor_id
-        return hex_id(aid) if aid else None
-
-    def get_worker_id(self) -> str:
-        return hex_id(self._client.client_no)
-
-    @property
-    def namespace(self) -> str:
-        return _namespace
-
-
-def get_runtime_context() -> RuntimeContext:
-    if _rf._backend is not None:
-        return _rf._backend.runtime_context()
-    return RuntimeContext(runtime.current())
+    return current.backend.runtime_context()

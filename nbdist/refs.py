@@ -1,7 +1,7 @@
 """Object refs: the handle a user holds to a value in the cluster (layer L2).
 
-A ref counts as a hold of its process's `runtime.CoreClient` from creation to ``__del__``
-(the node learns of the 0 -> 1 and 1 -> 0 changes, see `runtime`). Pickling one records its
+A ref counts as a hold of its process's `runtime.CoreClient` (``backend.current.client``)
+from creation to ``__del__`` (the node learns of the 0 -> 1 and 1 -> 0 changes, see `runtime`). Pickling one records its
 id in the serialization context, so whatever contains it keeps it alive, and tells a driver's
 direct calls that it escapes (`direct.DirectCalls.escape`): another process may now ask the
 node for it.
@@ -12,7 +12,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from . import runtime, serialization
+from . import serialization
+from .backend import current
 from .ids import hex_id
 
 
@@ -23,12 +24,12 @@ class ObjectRef:
 
     def __init__(self, oid: int, _add: bool = True) -> None:
         self.id = oid
-        client = runtime._client
+        client = current.client
         if client is not None:
             client._hold(oid, _add)
 
     def __del__(self) -> None:
-        client = runtime._client
+        client = current.client
         if client is not None:
             client._release(self.id)
 
@@ -36,7 +37,7 @@ class ObjectRef:
         contained = serialization.context.contained
         if contained is not None:
             contained.append(self.id)
-        client = runtime._client
+        client = current.client
         if client is not None and client.direct is not None:
             client.direct.escape(self.id)  # another process may ask the node for it
         return (_rebuild_ref, (self.id,))
@@ -64,7 +65,7 @@ class ObjectRef:
 
         def resolve() -> None:
             try:
-                fut.set_result(runtime.current().get([self], None)[0])
+                fut.set_result(current.backend.get([self], None)[0])
             except BaseException as exc:
                 fut.set_exception(exc)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from . import runtime
+from .backend import current
 
 TASK_OPTIONS = frozenset({
     "num_cpus", "num_gpus", "resources", "num_returns", "max_retries", "retry_exceptions",
@@ -24,12 +24,6 @@ ACTOR_OPTIONS = frozenset({
 METHOD_OPTIONS = frozenset({"num_returns", "name"})
 
 DEFAULT_MAX_RETRIES = 3
-
-# The object that runs the public API on another engine (`nbdist.ray_backend.RayBackend`),
-# installed by init(backend="ray") and in that engine's workers; None: nbdist's own engine.
-# Every public call reads it once, so the engine's own path pays one global lookup.
-_backend: Any = None
-
 
 def check_options(opts: dict[str, Any], valid: frozenset[str], what: str) -> None:
     unknown = sorted(set(opts) - valid)
@@ -132,17 +126,8 @@ class RemoteFunction:
         return self._pickled
 
     def remote(self, *args: Any, **kwargs: Any) -> Any:
-        if _backend is not None:
-            return _backend.submit_task(self, args, kwargs)
-        client = runtime.current()
-        pickled = None if self._fid in client._fns else self._pickle()
-        _, refs = client.submit(self._fid, pickled, self._task_name, args, kwargs,
-                                self._nret, self._resources, self._retries, self._retry_exc)
-        if self._nret == 1:
-            return refs[0]
-        if self._nret == 0:
-            return None
-        return refs
+        # The backend is read once per call: nbdist's engine or Ray, installed by init().
+        return current.backend.submit_task(self, args, kwargs)
 
     def options(self, **options: Any) -> RemoteFunction:
         check_options(options, TASK_OPTIONS, f"remote function {self._name!r}")

@@ -26,6 +26,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from ..backend import current
+
 _NO_INPUT_CONTEXT = (
     "InputNode must be created in a `with InputNode() as inp:` block to be executed, as in "
     "Ray.")
@@ -100,8 +102,6 @@ class DAGNode:
     def experimental_compile(self, **options: Any) -> Any:
         """This DAG ready to execute many times with its actors created once (see
         `nbdist.dag.CompiledDAG`)."""
-        from .compiled import CompiledDAG
-
         return CompiledDAG(self, **options)
 
     def _execute_impl(self, args: tuple[Any, ...], kwargs: dict[str, Any],
@@ -367,3 +367,43 @@ def bind_method(method: Any, name: str, num_returns: int, args: tuple[Any, ...],
         return node
     return tuple(ClassMethodNode(name, (), {}, {}, method, output_of=(node, i))
                  for i in range(num_returns))
+
+
+# ---------------------------------------------------------------- compiled (see compiled.py)
+def _class_nodes(root: DAGNode) -> list[ClassNode]:
+    found: dict[int, DAGNode] = {}
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in found:
+            continue
+        found[id(node)] = node
+        stack.extend(node._children())
+    return [n for n in found.values() if isinstance(n, ClassNode)]
+
+
+class CompiledDAG:
+    """A DAG prepared for repeated ``execute``; options of Ray's compiler are accepted."""
+
+    def __init__(self, dag: DAGNode, **options: Any) -> None:
+        self._dag = dag
+        self._actors: dict[int, Any] | None = {}
+        for node in _class_nodes(dag):
+            # Created with no input: a ClassNode's arguments may not depend on the InputNode.
+            _run(node, (), {}, self._actors)
+
+    def execute(self, *args: Any, **kwargs: Any) -> Any:
+        """The DAG's output for this input: a ref, or a list of refs for a MultiOutputNode."""
+        if self._actors is None:
+            raise RuntimeError("This compiled DAG was torn down; compile the DAG again.")
+        return _run(self._dag, args, kwargs, dict(self._actors))
+
+    async def execute_async(self, *args: Any, **kwargs: Any) -> Any:
+        return self.execute(*args, **kwargs)
+
+    def teardown(self, kill_actors: bool = False) -> None:
+        """Release the DAG's actors (they end once no other handle to them remains)."""
+        if kill_actors and self._actors:
+            for actor in self._actors.values():  # handles: what ClassNodes' .remote made
+                current.backend.kill(actor, True)
+        self._actors = None

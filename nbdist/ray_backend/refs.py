@@ -4,7 +4,8 @@
 like it, so user code sees the same type name as on nbdist's engine and on Ray itself
 (``type(ref).__name__ == "ObjectRef"``), wherever the ref turns up: returned by ``.remote()``,
 or nested in a list or dict that a task returned or received. `RayActorHandle` is an
-`nbdist.ActorHandle` holding a Ray actor handle. Being the engine's own types, they pass the
+`nbdist.ActorHandle` holding a Ray actor handle (its methods submit through the backend
+seam like the engine's: `RayBackend.call_method`). Being the engine's own types, they pass the
 public API's type checks and the notebook layer's display rules unchanged. Ray counts the
 references: a ref keeps its Ray ref alive and nothing more, so these objects skip the
 engine's reference bookkeeping (``__init__``/``__del__`` of the base classes).
@@ -18,10 +19,8 @@ from __future__ import annotations
 import concurrent.futures
 from typing import Any
 
-from .. import remote_function as _rf
 from ..actor import ActorHandle
-from ..remote_function import METHOD_OPTIONS, check_options
-from ..runtime import ObjectRef as EngineRef
+from ..refs import ObjectRef as EngineRef
 from .errors import translate
 
 
@@ -73,38 +72,6 @@ def wrap(value: Any) -> Any:
     return ObjectRef(value)
 
 
-class RayActorMethod:
-    """``handle.method`` of an actor on Ray: ``.remote(*args)`` submits a call."""
-
-    __slots__ = ("_handle", "_name", "_nret", "_task_name")
-
-    def __init__(self, handle: RayActorHandle, name: str, nret: int,
-                 task_name: str | None = None) -> None:
-        self._handle = handle
-        self._name = name
-        self._nret = nret
-        self._task_name = task_name or f"{handle._class_name}.{name}"
-
-    def remote(self, *args: Any, **kwargs: Any) -> Any:
-        return _rf._backend.call_method(self._handle, self._name, self._nret, self._task_name,
-                                        args, kwargs)
-
-    def options(self, **options: Any) -> RayActorMethod:
-        check_options(options, METHOD_OPTIONS, f"actor method {self._name!r}")
-        return RayActorMethod(self._handle, self._name, options.get("num_returns", self._nret),
-                              options.get("name") or self._task_name)
-
-    def bind(self, *args: Any, **kwargs: Any) -> Any:
-        from ..dag.nodes import bind_method
-
-        return bind_method(self, self._name, self._nret, args, kwargs)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        raise TypeError(
-            f"Actor methods cannot be called directly. Use actor.{self._name}.remote(...) "
-            "instead.")
-
-
 class RayActorHandle(ActorHandle):
     """A handle to an actor running on Ray; pickles, so tasks and actors can use it."""
 
@@ -116,9 +83,6 @@ class RayActorHandle(ActorHandle):
         self._class_name = class_name
         self._methods = methods
         self._calls: dict[tuple[int, str], Any] = {}
-
-    def _method(self, name: str, nret: int) -> Any:
-        return RayActorMethod(self, name, nret)
 
     def __del__(self) -> None:
         return None

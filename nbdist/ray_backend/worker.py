@@ -3,9 +3,12 @@
 Every nbdist task runs as a Ray task whose function is `make_task_function`'s wrapper around
 the user's function; every nbdist actor is a Ray actor of a subclass of `SyncHost` or
 `AsyncHost` that holds the user's object and runs its methods through ``nbdist_call``. The
-first argument of each call is its *context*, ``(submitter tag, sink)``: the notebook cell
-that caused the work (nested tasks inherit it) and where output goes for the driver (sink.py):
-the driver's own server as ``(address, secret)``, or, through Ray Client, a named Ray actor.
+first argument of each call is its submitter tag: the notebook cell that caused the work
+(nested tasks inherit it), None in scripts. Where output goes for the driver (sink.py: the
+driver's own server as ``(address, secret)``, or, through Ray Client, a named Ray actor) is the
+same for every call of a job, so the driver puts it in Ray's internal key-value store and each
+worker reads it once (`job_sink`), rather than each call carrying it: an argument Ray must
+pickle cost about 100 us per call.
 
 Around each call the wrapper:
 
@@ -28,14 +31,12 @@ returns, so a task's output reaches the sink before its result reaches the calle
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import inspect
 import os
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,12 +73,37 @@ current: contextvars.ContextVar[CallInfo | None] = contextvars.ContextVar(
     "nbdist_ray_call", default=None)
 
 
-def context_for_submit() -> tuple[str | None, str | None, str | None]:
-    """(tag, sink, parent task id) for a call submitted from the code running now."""
+def context_for_submit() -> tuple[str | None, str | None]:
+    """(tag, parent task id) for a call submitted from the code running now."""
     info = current.get()
     if info is None:
-        return None, None, None
-    return info.tag, info.sink, info.task_hex()
+        return None, None
+    return info.tag, info.task_hex()
+
+
+def sink_key(job_hex: str) -> str:
+    return f"sink:{job_hex}"
+
+
+_sink: list[Any] = []  # [the job's sink] once read
+
+
+def job_sink() -> Any:
+    """Where this worker's output and nested submissions go (read once per process: a worker
+    serves one job); None if the driver published none."""
+    if not _sink:
+        import pickle
+
+        import ray
+        from ray.experimental import internal_kv
+
+        try:
+            job = ray.get_runtime_context().get_job_id()
+            data = internal_kv._internal_kv_get(sink_key(job), namespace=SINK_NAMESPACE)
+            _sink.append(pickle.loads(data) if data else None)
+        except Exception:  # no driver sink reachable: output stays in Ray's worker logs
+            _sink.append(None)
+    return _sink[0]
 
 
 # ----------------------------------------------------------------------------- output
@@ -248,26 +274,26 @@ _install_lock = threading.Lock()
 
 
 def install() -> None:
-    """Once per worker process: nbdist's API on Ray here, and captured stdout/stderr."""
+    """Once per worker process: captured stdout/stderr (`backend.use_in_worker` also makes
+    nbdist's API run on Ray here)."""
     global _installed
     if _installed:
         return
     with _install_lock:
         if _installed:
             return
-        from .backend import use_in_worker
-
-        use_in_worker()
+        job_sink()
         sys.stdout = CapturedStream(sys.stdout, "stdout")
         sys.stderr = CapturedStream(sys.stderr, "stderr")
         _installed = True
 
 
 def _finish_output(info: CallInfo) -> None:
-    for stream in ("stdout", "stderr"):
-        rest = info.partial.pop(stream, "")
-        if rest and info.sink is not None:
-            _emit(info, stream, rest)
+    if info.partial:
+        for stream in ("stdout", "stderr"):
+            rest = info.partial.pop(stream, "")
+            if rest and info.sink is not None:
+                _emit(info, stream, rest)
     if info.printed:
         outbox.send(wait=True)
 
@@ -304,15 +330,20 @@ def failure(name: str, exc: Exception, retry: Any) -> TaskFailure:
 # ----------------------------------------------------------------------------- tasks
 
 
-@contextlib.contextmanager
-def _calling(name: str, ctx: tuple, retry: Any) -> Iterator[None]:
-    """Around one call: nbdist's API on Ray, the call's context for output, its exception as
-    a TaskFailure."""
-    install()
-    info = CallInfo(name, ctx[0], ctx[1])
+def run_call(fn: Any, name: str, retry: Any, tag: str | None, args: Any, kwargs: Any,
+             setup: Any) -> Any:
+    """One call: nbdist's API on Ray (``setup``, once per process), the call's context for
+    output, its exception as a TaskFailure. Inline rather than a context manager: it runs
+    around every task and actor call."""
+    if not _installed:
+        setup()
+    info = CallInfo(name, tag, _sink[0])
     token = current.set(info)
     try:
-        yield
+        value = fn(*args, **kwargs)
+        if inspect.iscoroutine(value):
+            value = asyncio.run(value)
+        return value
     except Exception as exc:
         raise failure(name, exc, retry) from None
     finally:
@@ -320,27 +351,30 @@ def _calling(name: str, ctx: tuple, retry: Any) -> Iterator[None]:
         current.reset(token)
 
 
-def run_call(fn: Any, name: str, retry: Any, ctx: tuple, args: Any, kwargs: Any) -> Any:
-    with _calling(name, ctx, retry):
-        value = fn(*args, **kwargs)
-        if inspect.iscoroutine(value):
-            value = asyncio.run(value)
-        return value
-
-
-async def run_call_async(fn: Any, name: str, ctx: tuple, args: Any, kwargs: Any) -> Any:
-    with _calling(name, ctx, False):
+async def run_call_async(fn: Any, name: str, tag: str | None, args: Any, kwargs: Any,
+                         setup: Any) -> Any:
+    if not _installed:
+        setup()
+    info = CallInfo(name, tag, _sink[0])
+    token = current.set(info)
+    try:
         value = fn(*args, **kwargs)
         if inspect.iscoroutine(value):
             value = await value
         return value
+    except Exception as exc:
+        raise failure(name, exc, False) from None
+    finally:
+        _finish_output(info)
+        current.reset(token)
 
 
-def make_task_function(fn: Any, name: str, retry: Any) -> Any:
-    """The function Ray runs for the nbdist task ``fn`` (named like it in Ray's views)."""
+def make_task_function(fn: Any, name: str, retry: Any, setup: Any) -> Any:
+    """The function Ray runs for the nbdist task ``fn`` (named like it in Ray's views);
+    ``setup`` (`backend.use_in_worker`, pickled by reference) installs nbdist in a worker."""
 
-    def run(nbdist_ctx: tuple, *args: Any, **kwargs: Any) -> Any:
-        return run_call(fn, name, retry, nbdist_ctx, args, kwargs)
+    def run(nbdist_tag: str | None, *args: Any, **kwargs: Any) -> Any:
+        return run_call(fn, name, retry, nbdist_tag, args, kwargs, setup)
 
     run.__name__ = run.__qualname__ = name
     run.__doc__ = fn.__doc__
@@ -357,13 +391,18 @@ class SyncHost:
     class_name = "?"
     methods: dict[str, tuple[int, bool]] = {}
 
-    def __init__(self, nbdist_ctx: tuple, *args: Any, **kwargs: Any) -> None:
-        self.obj = run_call(self.user_class, f"{self.class_name}.__init__", False, nbdist_ctx,
-                            args, kwargs)
+    def __init__(self, nbdist_tag: str | None, *args: Any, **kwargs: Any) -> None:
+        self.obj = run_call(self.user_class, f"{self.class_name}.__init__", False, nbdist_tag,
+                            args, kwargs, self.setup)
 
-    def nbdist_call(self, nbdist_ctx: tuple, method: str, *args: Any, **kwargs: Any) -> Any:
+    @staticmethod
+    def setup() -> None:
+        raise NotImplementedError  # set per subclass: `backend.use_in_worker`
+
+    def nbdist_call(self, nbdist_tag: str | None, method: str, *args: Any,
+                    **kwargs: Any) -> Any:
         return run_call(getattr(self.obj, method), f"{self.class_name}.{method}", False,
-                        nbdist_ctx, args, kwargs)
+                        nbdist_tag, args, kwargs, self.setup)
 
     def nbdist_meta(self) -> tuple[str, dict[str, tuple[int, bool]]]:
         return self.class_name, self.methods
@@ -372,16 +411,17 @@ class SyncHost:
 class AsyncHost(SyncHost):
     """The host of an actor with ``async def`` methods: calls run as coroutines."""
 
-    async def nbdist_call(self, nbdist_ctx: tuple, method: str,
+    async def nbdist_call(self, nbdist_tag: str | None, method: str,
                           *args: Any, **kwargs: Any) -> Any:
         return await run_call_async(getattr(self.obj, method), f"{self.class_name}.{method}",
-                                    nbdist_ctx, args, kwargs)
+                                    nbdist_tag, args, kwargs, self.setup)
 
 
-def make_host_class(cls: type, methods: dict[str, tuple[int, bool]]) -> type:
+def make_host_class(cls: type, methods: dict[str, tuple[int, bool]], setup: Any) -> type:
     """A host class for ``cls``, named like it so Ray's views show the user's class name."""
     is_async = any(inspect.iscoroutinefunction(m) for _, m in
                    inspect.getmembers(cls, predicate=inspect.isfunction))
     base = AsyncHost if is_async else SyncHost
     return type(cls.__name__, (base,), {"user_class": cls, "class_name": cls.__name__,
-                                        "methods": methods, "__module__": __name__})
+                                        "methods": methods, "__module__": __name__,
+                                        "setup": staticmethod(setup)})

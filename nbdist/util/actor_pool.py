@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-import nbdist
+from nbdist import api
 from nbdist.exceptions import ActorDiedError
 
 _TIMEOUT_MSG = "Timed out waiting for result"
@@ -108,7 +108,7 @@ class ActorPool:
         result = self._by_index[self._next_return]
         timed_out = False
         if timeout is not None:
-            ready, _ = nbdist.wait([_first_ref(result)], timeout=timeout)
+            ready, _ = api.wait([_first_ref(result)], timeout=timeout)
             if not ready:
                 if not ignore_if_timedout:
                     raise TimeoutError(_TIMEOUT_MSG)
@@ -127,7 +127,7 @@ class ActorPool:
         if not self.has_next():
             raise StopIteration("No more results to get")
         firsts = {_first_ref(k): k for k in self._inflight}
-        ready, _ = nbdist.wait(list(firsts), num_returns=1, timeout=timeout)
+        ready, _ = api.wait(list(firsts), num_returns=1, timeout=timeout)
         if ready:
             key = firsts[ready[0]]
         elif ignore_if_timedout:
@@ -145,7 +145,7 @@ class ActorPool:
     def _take(self, result: Any, actor: Any) -> Any:
         alive = True
         try:
-            return nbdist.get(result)
+            return api.get(result)
         except ActorDiedError:
             alive = False
             raise

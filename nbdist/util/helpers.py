@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-import nbdist
+from nbdist import api
 
 DEFAULT_CHUNK_SIZE = 10
 DEFAULT_BACKPRESSURE_SIZE = 100
@@ -28,8 +28,8 @@ def _check(chunk_size: int, kwargs: dict[str, Any]) -> None:
 
 def _next_batch(refs: list[Any], chunk_size: int, yield_obj_refs: bool,
                 kwargs: dict[str, Any]) -> tuple[list[Any], list[Any]]:
-    ready, rest = nbdist.wait(refs, num_returns=min(chunk_size, len(refs)), **kwargs)
-    return (ready if yield_obj_refs else nbdist.get(ready)), rest
+    ready, rest = api.wait(refs, num_returns=min(chunk_size, len(refs)), **kwargs)
+    return (ready if yield_obj_refs else api.get(ready)), rest
 
 
 def as_completed(refs: Sequence[Any], *, chunk_size: int = DEFAULT_CHUNK_SIZE,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 
-import nbdist
+from nbdist import api
 
 LOOPBACK = "127.0.0.1"
 
@@ -26,10 +26,10 @@ def _host_of(address: str) -> str | None:
 
 def get_node_ip_address() -> str:
     """The IP address of this process's node."""
-    if not nbdist.is_initialized():
+    if not api.is_initialized():
         return LOOPBACK
-    node_id = nbdist.get_runtime_context().get_node_id()
-    for node in nbdist.nodes():
+    node_id = api.get_runtime_context().get_node_id()
+    for node in api.nodes():
         if node.get("NodeID") == node_id:
             host = _host_of(str(node.get("NodeManagerAddress", "")))
             if host is not None and host not in ("0.0.0.0", "::"):

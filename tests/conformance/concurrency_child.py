@@ -43,14 +43,18 @@ class Meeting:
 
     def __init__(self) -> None:
         self.arrived = 0
+        self.all_here = asyncio.Event()
 
     async def meet(self, expected: int) -> tuple[float, float, bool]:
         start = time.time()
         print(f"arrived at {start}")
         self.arrived += 1
-        deadline = start + MEET_TIMEOUT_S
-        while self.arrived < expected and time.time() < deadline:
-            await asyncio.sleep(0.01)
+        if self.arrived >= expected:
+            self.all_here.set()
+        try:
+            await asyncio.wait_for(self.all_here.wait(), MEET_TIMEOUT_S)
+        except TimeoutError:
+            pass
         return start, time.time(), self.arrived >= expected
 
 

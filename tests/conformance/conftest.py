@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import cloudpickle
 import pytest
+from polling import until
 
 import nbdist
 
@@ -59,9 +59,8 @@ def backend(request: pytest.FixtureRequest) -> Iterator[str]:
     finally:
         nbdist.shutdown()
     if name == "ray":
-        deadline = time.monotonic() + LEFTOVER_TIMEOUT_S
-        while _ray_leftovers(info["session_dir"]) and time.monotonic() < deadline:
-            time.sleep(0.1)
+        until(lambda: not _ray_leftovers(info["session_dir"]), timeout=LEFTOVER_TIMEOUT_S,
+              interval=0.1)
         left = _ray_leftovers(info["session_dir"])
         for pid in left:
             os.kill(pid, 9)

@@ -20,11 +20,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from polling import until
 
 from nbdist.ray_backend.guard import session_pids
 
@@ -51,9 +51,8 @@ def _no_leftovers(session_dir: str) -> None:
     if not session_dir:
         return
     session_dir = os.path.realpath(session_dir)
-    deadline = time.monotonic() + LEFTOVER_TIMEOUT_S
-    while session_pids(session_dir, {os.getpid()}) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    until(lambda: not session_pids(session_dir, {os.getpid()}), timeout=LEFTOVER_TIMEOUT_S,
+          interval=0.1)
     left = session_pids(session_dir, {os.getpid()})
     for pid in left:
         os.kill(pid, signal.SIGKILL)

@@ -112,7 +112,7 @@ def rss(pid):
         return next(int(l.split()[1]) * 1024 for l in f if l.startswith("VmRSS:"))
 
 nbdist.init(num_cpus=2)
-pids = {"driver": 0, "head": api._cluster.procs[0].pid, "node": api._cluster.node_pid}
+pids = {"driver": 0, "head": api._local.cluster.procs[0].pid, "node": api._local.cluster.node_pid}
 
 @nbdist.remote
 def tiny(i):

@@ -18,7 +18,6 @@ import os
 import queue
 import re
 import signal
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -27,7 +26,7 @@ import pytest
 from jupyter_client import KernelManager
 from nbclient import NotebookClient
 from outputs import find
-from polling import poll
+from polling import importable_env, poll, until
 
 from nbdist.ray_backend.guard import session_pids
 
@@ -40,9 +39,8 @@ LEFTOVER_TIMEOUT_S = 30.0
 
 
 def _wait_gone(session_dir: str) -> None:
-    deadline = time.monotonic() + LEFTOVER_TIMEOUT_S
-    while session_pids(session_dir, {os.getpid()}) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    until(lambda: not session_pids(session_dir, {os.getpid()}), timeout=LEFTOVER_TIMEOUT_S,
+          interval=0.1)
     left = session_pids(session_dir, {os.getpid()})
     for pid in left:
         os.kill(pid, signal.SIGKILL)
@@ -77,7 +75,7 @@ class Kernel:
 
     def __init__(self) -> None:
         self.km = KernelManager(kernel_name="python3")
-        self.km.start_kernel()
+        self.km.start_kernel(env=importable_env())
         self.client = self.km.client()
         self.client.start_channels()
         self.client.wait_for_ready(timeout=120)
@@ -99,15 +97,16 @@ class Kernel:
                        if m["msg_type"] == "stream")
 
     def reply(self, msg_id: str, timeout: float = 180) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        def answer() -> dict[str, Any] | None:
             try:
                 msg = self.client.get_shell_msg(timeout=1)
             except queue.Empty:
-                continue
+                return None
             if msg["parent_header"].get("msg_id") == msg_id:
                 return dict(msg["content"])
-        pytest.fail(f"no reply to {msg_id} within {timeout} s")
+            return None  # a stale reply: read on
+
+        return poll(answer, timeout=timeout, interval=0, what=f"the reply to {msg_id}")
 
     def run(self, code: str, timeout: float = 180) -> tuple[dict[str, Any], str]:
         msg_id = self.client.execute(code)
@@ -182,9 +181,8 @@ def test_interrupt_cancels_the_cells_tasks(ray_kernel) -> None:
     k.km.interrupt_kernel()
     content = k.reply(cell)
     assert content["status"] == "error" and content["ename"] == "KeyboardInterrupt"
-    out = k.ok("import time\ndeadline = time.monotonic() + 60\n"
-               "while nbdist.available_resources().get('CPU', 0) < 1.5 "
-               "and time.monotonic() < deadline:\n    time.sleep(0.1)\n"
+    out = k.ok("from polling import until\n"
+               "until(lambda: nbdist.available_resources().get('CPU', 0) >= 1.5, timeout=60)\n"
                "print(nbdist.available_resources().get('CPU', 0), nbdist.get(keep))")
     assert out.split()[-1] == "kept"
     assert float(out.split()[0]) >= 1.5

@@ -30,11 +30,7 @@ EXEMPT = {
 # Pending: files still being moved to polling.py by their owners; each is listed only while
 # it breaks a rule. Remove an entry once its file passes.
 PENDING = {
-    "conformance/concurrency_child.py",  # pending
-    "conformance/conftest.py",  # pending
-    "conformance/test_conformance_concurrency.py",  # pending
     "integration/test_cluster_cli.py",  # pending
-    "notebooks/test_ray_backend.py",  # pending
 }
 
 MARKER = re.compile(r"#\s*deliberate sleep:\s*\S")
