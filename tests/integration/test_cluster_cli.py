@@ -145,7 +145,9 @@ def test_a_cluster_that_died_is_not_reported_as_stopped_again(cli: Cli) -> None:
 
 def test_a_killed_drivers_warm_file_goes_with_its_connection(cli: Cli) -> None:
     # A driver attached to a running cluster dies with a warm file (store.write) in shared
-    # memory: the node removes it when the driver's connection ends, not at its own exit.
+    # memory: the node removes it when the driver's connection ends, not at its own exit. Warm
+    # files serve the file store only, so this cluster runs without its arena.
+    cli.env["NBDIST_ARENA_BYTES"] = "-1"
     address = start_head(cli, "--num-cpus", "1")
     code = textwrap.dedent(f"""
         import time, numpy as np, nbdist
