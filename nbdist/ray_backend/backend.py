@@ -219,12 +219,13 @@ class RayBackend:
                     args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
         if type(handle) is not RayActorHandle:
             _ray_handle(handle)  # raises: a handle of nbdist's own engine
-        call = handle.ray_call(nret, task_name)
+        call, direct = handle.ray_call(method, nret, task_name)
         tag, parent = self._context()
         deps: list[str] = []
         a, kw = _unwrap_args(args, kwargs, deps)
         try:
-            out = call.remote(tag, method, *a, **kw)
+            out = (call.remote(tag, *a, **kw) if direct
+                   else call.remote(tag, method, *a, **kw))
         except Exception as exc:
             raise _submit_error(exc, f"actor method {task_name!r}") from None
         self._submitted(out, task_name, deps, tag, parent, str(handle._actor_id))

@@ -22,6 +22,7 @@ from typing import Any
 from ..actor import ActorHandle
 from ..refs import ObjectRef as EngineRef
 from .errors import translate
+from .worker import direct_method
 
 
 class ObjectRef(EngineRef):
@@ -82,7 +83,7 @@ class RayActorHandle(ActorHandle):
         self._actor_id = ray_handle._actor_id.hex()
         self._class_name = class_name
         self._methods = methods
-        self._calls: dict[tuple[int, str], Any] = {}
+        self._calls: dict[tuple[str, int, str], tuple[Any, bool]] = {}
 
     def __del__(self) -> None:
         return None
@@ -93,11 +94,18 @@ class RayActorHandle(ActorHandle):
     def __repr__(self) -> str:
         return f"Actor({self._class_name}, {self._actor_id})"
 
-    def ray_call(self, nret: int, task_name: str) -> Any:
-        """The Ray method object that runs calls with these options (cached)."""
-        key = (nret, task_name)
-        call = self._calls.get(key)
-        if call is None:
-            call = self.ray_handle.nbdist_call.options(num_returns=nret, name=task_name)
-            self._calls[key] = call
-        return call
+    def ray_call(self, method: str, nret: int, task_name: str) -> tuple[Any, bool]:
+        """(the Ray method object that runs calls of ``method`` with these options, whether
+        it is the host's own method for it: else ``nbdist_call``, given the name), cached."""
+        key = (method, nret, task_name)
+        found = self._calls.get(key)
+        if found is None:
+            direct = direct_method(method)
+            call = getattr(self.ray_handle, method if direct else "nbdist_call")
+            options: dict[str, Any] = {}
+            if nret != 1:
+                options["num_returns"] = nret
+            if task_name != f"{self._class_name}.{method}" or not direct:
+                options["name"] = task_name
+            found = self._calls[key] = (call.options(**options) if options else call, direct)
+        return found

@@ -385,27 +385,32 @@ def make_task_function(fn: Any, name: str, retry: Any, setup: Any) -> Any:
 
 
 class SyncHost:
-    """A Ray actor holding one nbdist actor object (``user_class``, set per subclass)."""
+    """A Ray actor holding one nbdist actor object (``_nbdist_class``, set per subclass).
 
-    user_class: type = object
-    class_name = "?"
-    methods: dict[str, tuple[int, bool]] = {}
+    Each of the user's public methods is a method of the host of the same name (see
+    `make_host_class`), so a call is ``handle.m.remote(tag, *args)``: Ray names the task
+    ``Class.m`` itself and no per-call ``options`` or method-name argument is needed (both
+    cost Ray time on every call). Other names go through ``nbdist_call``."""
+
+    _nbdist_class: type = object
+    _nbdist_name = "?"
+    _nbdist_methods: dict[str, tuple[int, bool]] = {}
 
     def __init__(self, nbdist_tag: str | None, *args: Any, **kwargs: Any) -> None:
-        self.obj = run_call(self.user_class, f"{self.class_name}.__init__", False, nbdist_tag,
-                            args, kwargs, self.setup)
+        self._nbdist_obj = run_call(self._nbdist_class, f"{self._nbdist_name}.__init__", False,
+                                    nbdist_tag, args, kwargs, self._nbdist_setup)
 
     @staticmethod
-    def setup() -> None:
+    def _nbdist_setup() -> None:
         raise NotImplementedError  # set per subclass: `backend.use_in_worker`
 
     def nbdist_call(self, nbdist_tag: str | None, method: str, *args: Any,
                     **kwargs: Any) -> Any:
-        return run_call(getattr(self.obj, method), f"{self.class_name}.{method}", False,
-                        nbdist_tag, args, kwargs, self.setup)
+        return run_call(getattr(self._nbdist_obj, method), f"{self._nbdist_name}.{method}",
+                        False, nbdist_tag, args, kwargs, self._nbdist_setup)
 
     def nbdist_meta(self) -> tuple[str, dict[str, tuple[int, bool]]]:
-        return self.class_name, self.methods
+        return self._nbdist_name, self._nbdist_methods
 
 
 class AsyncHost(SyncHost):
@@ -413,8 +418,32 @@ class AsyncHost(SyncHost):
 
     async def nbdist_call(self, nbdist_tag: str | None, method: str,
                           *args: Any, **kwargs: Any) -> Any:
-        return await run_call_async(getattr(self.obj, method), f"{self.class_name}.{method}",
-                                    nbdist_tag, args, kwargs, self.setup)
+        return await run_call_async(getattr(self._nbdist_obj, method),
+                                    f"{self._nbdist_name}.{method}", nbdist_tag, args, kwargs,
+                                    self._nbdist_setup)
+
+
+def direct_method(name: str) -> bool:
+    """Whether the host has a method ``name`` of its own for the user's method ``name``."""
+    return name.isidentifier() and not name.startswith("_") and not hasattr(AsyncHost, name)
+
+
+def _host_method(method: str, task_name: str, is_async: bool) -> Any:
+    if is_async:
+        async def call_async(self: Any, nbdist_tag: str | None, *args: Any,
+                             **kwargs: Any) -> Any:
+            return await run_call_async(getattr(self._nbdist_obj, method), task_name,
+                                        nbdist_tag, args, kwargs, self._nbdist_setup)
+
+        call: Any = call_async
+    else:
+        def call_sync(self: Any, nbdist_tag: str | None, *args: Any, **kwargs: Any) -> Any:
+            return run_call(getattr(self._nbdist_obj, method), task_name, False, nbdist_tag,
+                            args, kwargs, self._nbdist_setup)
+
+        call = call_sync
+    call.__name__ = call.__qualname__ = method
+    return call
 
 
 def make_host_class(cls: type, methods: dict[str, tuple[int, bool]], setup: Any) -> type:
@@ -422,6 +451,10 @@ def make_host_class(cls: type, methods: dict[str, tuple[int, bool]], setup: Any)
     is_async = any(inspect.iscoroutinefunction(m) for _, m in
                    inspect.getmembers(cls, predicate=inspect.isfunction))
     base = AsyncHost if is_async else SyncHost
-    return type(cls.__name__, (base,), {"user_class": cls, "class_name": cls.__name__,
-                                        "methods": methods, "__module__": __name__,
-                                        "setup": staticmethod(setup)})
+    namespace: dict[str, Any] = {
+        "_nbdist_class": cls, "_nbdist_name": cls.__name__, "_nbdist_methods": methods,
+        "__module__": __name__, "_nbdist_setup": staticmethod(setup)}
+    for name in methods:
+        if direct_method(name):
+            namespace[name] = _host_method(name, f"{cls.__name__}.{name}", is_async)
+    return type(cls.__name__, (base,), namespace)
