@@ -188,6 +188,7 @@ class Pool:
         self._actors: list[list[Any]] = [[self._new_actor(), 0] for _ in range(processes)]
         self._turn = itertools.cycle(range(processes))
         self._unfinished: list[Any] = []
+        self._results: list[AsyncResult] = []  # not yet ready: join waits for them
         self._closed = False
         nbdist.get([actor.ping.remote() for actor, _ in self._actors])
 
@@ -245,7 +246,7 @@ class Pool:
                     error_callback: Callable[[BaseException], Any] | None = None
                     ) -> AsyncResult:
         refs = self._run(func, [[(tuple(args), dict(kwds or {}))]])
-        return AsyncResult(refs, True, callback, error_callback)
+        return self._result(AsyncResult(refs, True, callback, error_callback))
 
     def map(self, func: Callable[[Any], Any], iterable: Iterable[Any],
             chunksize: int | None = None) -> list[Any]:
@@ -257,7 +258,7 @@ class Pool:
                   error_callback: Callable[[BaseException], Any] | None = None
                   ) -> AsyncResult:
         refs = self._run(func, self._chunks(iterable, chunksize, False, False))
-        return AsyncResult(refs, False, callback, error_callback)
+        return self._result(AsyncResult(refs, False, callback, error_callback))
 
     def starmap(self, func: Callable[..., Any], iterable: Iterable[Iterable[Any]],
                 chunksize: int | None = None) -> list[Any]:
@@ -270,7 +271,7 @@ class Pool:
                       error_callback: Callable[[BaseException], Any] | None = None
                       ) -> AsyncResult:
         refs = self._run(func, self._chunks(iterable, chunksize, True, False))
-        return AsyncResult(refs, False, callback, error_callback)
+        return self._result(AsyncResult(refs, False, callback, error_callback))
 
     def imap(self, func: Callable[[Any], Any], iterable: Iterable[Any],
              chunksize: int | None = 1) -> IMapIterator:
@@ -283,6 +284,11 @@ class Pool:
         """An iterator of ``func(x)`` in the order they finish (chunk by chunk)."""
         return IMapIterator(self._run(func, self._chunks(iterable, chunksize, False, True)),
                             ordered=False)
+
+    def _result(self, result: AsyncResult) -> AsyncResult:
+        self._results = [r for r in self._results if not r.ready()]
+        self._results.append(result)
+        return result
 
     def close(self) -> None:
         """Accept no more work; what was submitted still runs (see `join`)."""
@@ -302,6 +308,10 @@ class Pool:
         if self._unfinished:
             nbdist.wait(self._unfinished, num_returns=len(self._unfinished))
         self._unfinished = []
+        # As with the stdlib's pool, every result is ready once join returns.
+        for result in self._results:
+            result.wait()
+        self._results = []
         self._actors = []
 
     def __enter__(self) -> Pool:
