@@ -21,7 +21,8 @@ from .ids import hex_id
 
 # 2: TaskFailed.submitter; the TaskSummary kind. 3: ObjectPinned, ObjectSpilled,
 # ObjectRestored; ObjectFreed.size and .node_id; every record class has a wire ``code``.
-EVENT_VERSION = 3
+# 4: RunUpdate (the progress of a library run: a Tune search, a Train run).
+EVENT_VERSION = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -321,6 +322,27 @@ class Output(Event):
 class EventsDropped(Event):
     count: int
     kind = "events_dropped"
+
+
+@_record()
+@dataclass(frozen=True, slots=True)
+class RunUpdate(Event):
+    """A row of a library run's progress: a trial of a Tune search, a worker of a Train run.
+
+    Published by the library in the driver (``nbdist.tune``, ``nbdist.train``), one record per
+    report or change of status; views fold them by ``(run, member)``. ``metrics`` holds the
+    numbers of the member's last report, ``config`` its flat configuration (values as short
+    strings), ``note`` what just happened to it where that is news (stopped by a scheduler, a
+    checkpoint saved, a restart)."""
+    library: str  # "tune" or "train"
+    run: str  # the experiment or run name, unique in the driver
+    member: str  # a trial id, or "rank N"
+    status: str  # PENDING RUNNING PAUSED TERMINATED ERROR (Tune's names), RESTARTING
+    iteration: int  # reports so far
+    metrics: tuple[tuple[str, float], ...] = ()
+    config: tuple[tuple[str, str], ...] = ()
+    note: str = ""
+    kind = "run_update"
 
 
 # One group of `TaskSummary.groups`: (function name, submitter, pending, scheduled, running,

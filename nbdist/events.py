@@ -40,6 +40,7 @@ node or the worker where it happened. Ids are the hex strings users see elsewher
     wait_begun / wait_progress / wait_done                      get() and wait()
     actor_created / restarted / died, node_up / node_down, worker_up / worker_down
     stdout (a line of remote output), events_dropped, task_summary (not published)
+    run_update (a trial's or a training worker's progress, from nbdist.tune / nbdist.train)
 
     subscribe(callback, kinds=None, raw=False) -> unsubscribe
                                            callback(list[Event]) on the dispatcher thread
@@ -90,6 +91,7 @@ from .event_records import (
     TaskRetried,
     TaskStarted,
     TaskSubmitted,
+    RunUpdate,
     TaskSummary,
     WaitBegun,
     WaitDone,
@@ -108,7 +110,7 @@ __all__ = [
     "EVENT_VERSION", "FAILED", "FINISHED", "RECORDS", "RETRIED", "RUNNING", "ActorCreated", "ActorDied", "ActorRestarted", "Compact",
     "DepFold", "Event", "EventBus", "EventsDropped", "Execution", "GroupCounts", "NodeDown", "NodeUp",
     "ObjectCreated", "ObjectFreed", "ObjectPinned", "ObjectRestored", "ObjectSpilled",
-    "Output", "PullQueue", "Replay", "TaskFailed", "TaskFinished", "TaskRetried",
+    "Output", "PullQueue", "Replay", "RunUpdate", "TaskFailed", "TaskFinished", "TaskRetried",
     "TaskStarted", "TaskSubmitted", "TaskSummary", "WaitBegun", "WaitDone", "WaitProgress",
     "WorkerDown", "WorkerState", "WorkerSummary", "WorkerUp", "build", "bus", "compact",
     "current_cluster", "current_submitter", "execution_count", "executions", "fields", "kind_of", "object_info",
