@@ -6,9 +6,12 @@ STAMP := $(VENV)/.installed
 
 .PHONY: lab test versions lint typecheck unit integration bench clean labextension ts-test
 
+# torch's CPU build first (a local wheel on these machines): the torch extra's plain `torch`
+# would otherwise resolve a CUDA build of several GB; with it installed, pip adds nothing.
 $(STAMP): pyproject.toml nbdist/labextension/package.json
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet "torch==2.13.*"
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
