@@ -28,7 +28,7 @@ import textwrap
 import time
 from collections.abc import Iterator
 
-from nbdist import lifetime
+from nbdist.cluster import lifetime
 
 NBDIST = os.path.join(os.path.dirname(sys.executable), "nbdist")
 

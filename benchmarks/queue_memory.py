@@ -33,7 +33,7 @@ def main() -> int:
     args = parser.parse_args()
 
     import nbdist
-    from nbdist import api
+    from nbdist.driver import api
 
     nbdist.init(num_cpus=2)
     assert api._cluster is not None

@@ -7,9 +7,9 @@ local cluster with a shared-memory object store; code written for Ray's core API
 
 from collections.abc import Callable
 
-from . import events, exceptions, util  # util: like ray.util, part of `import nbdist`
-from .actor import ActorClass, ActorHandle, method
-from .api import (
+from nbdist import events, exceptions, util  # util: like ray.util, part of `import nbdist`
+from nbdist.driver.actor import ActorClass, ActorHandle, method
+from nbdist.driver.api import (
     available_resources,
     cancel,
     cancel_submitted,
@@ -26,8 +26,8 @@ from .api import (
     shutdown,
     wait,
 )
-from .refs import ObjectRef
-from .remote_function import RemoteFunction
+from nbdist.driver.remote_function import RemoteFunction
+from nbdist.objects.refs import ObjectRef
 
 __version__ = "0.1.0"
 
@@ -36,8 +36,8 @@ def load_ipython_extension(ip: object) -> None:
     """``%load_ext nbdist``: the notebook layer is imported only here (IPython's entry point),
     so the engine stays free of IPython and widgets for scripts. IPython calls
     ``unload_ipython_extension`` only after this, so the layer's unload is kept from here."""
-    from .jupyter import load_ipython_extension as load
-    from .jupyter import unload_ipython_extension as unload
+    from nbdist.jupyter import load_ipython_extension as load
+    from nbdist.jupyter import unload_ipython_extension as unload
 
     _notebook_layer["unload"] = unload
     load(ip)
@@ -55,7 +55,7 @@ _notebook_layer: dict[str, Callable[[object], None]] = {}
 def timeline(filename: str | None = None) -> list[dict]:
     """Chrome-trace events, one per task execution of this cluster (like ``ray.timeline``);
     with ``filename``, also written there as JSON for chrome://tracing or Perfetto."""
-    from .tracing import timeline as _timeline
+    from nbdist.events.tracing import timeline as _timeline
 
     return _timeline(filename)
 
@@ -63,7 +63,7 @@ def timeline(filename: str | None = None) -> list[dict]:
 def show() -> object:
     """An inline live view of the cluster (task graph, object store, waits, timeline) for
     frontends without the JupyterLab panel; returns it (``.close()`` stops it)."""
-    from .jupyter.liveview import show as _show
+    from nbdist.jupyter.liveview import show as _show
 
     return _show(is_initialized)
 

@@ -18,7 +18,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     command, rest = argv[0], argv[1:]
     if command in ("start", "stop", "status"):
-        from .exceptions import ClusterError
+        from nbdist.exceptions import ClusterError
 
         try:
             return {"start": _start, "stop": _stop, "status": _status}[command](rest)
@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     if command == "install-kernel":
         return _install_kernel(rest)
     if command == "microbenchmark":
-        from . import microbenchmark
+        from nbdist.bench import microbenchmark
 
         return microbenchmark.main(rest)
     print(f"nbdist: unknown command {command!r}; see 'nbdist --help'", file=sys.stderr)
@@ -66,7 +66,7 @@ def _tls_arg(args: Any) -> dict[str, str]:
 def _start(argv: list[str]) -> int:
     import argparse
 
-    from . import standalone
+    from nbdist.cluster import standalone
 
     parser = argparse.ArgumentParser(
         prog="nbdist start",
@@ -122,7 +122,7 @@ def _start(argv: list[str]) -> int:
 def _stop(argv: list[str]) -> int:
     import argparse
 
-    from . import standalone
+    from nbdist.cluster import standalone
 
     parser = argparse.ArgumentParser(
         prog="nbdist stop", description="Stop the heads and nodes `nbdist start` started on this "
@@ -147,7 +147,7 @@ def _status(argv: list[str]) -> int:
     import argparse
     import json
 
-    from . import standalone
+    from nbdist.cluster import standalone
 
     parser = argparse.ArgumentParser(
         prog="nbdist status", description="Show the cluster's nodes (from its head).")
@@ -190,7 +190,7 @@ def _install_kernel(argv: list[str]) -> int:
                        help="install into this Python environment (sys.prefix)")
     where.add_argument("--prefix", help="install under this prefix")
     args = parser.parse_args(argv)
-    from .jupyter import kernelspec
+    from nbdist.jupyter import kernelspec
 
     prefix = sys.prefix if args.sys_prefix else args.prefix
     path = kernelspec.install(args.name, args.display_name, user=prefix is None, prefix=prefix)

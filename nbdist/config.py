@@ -23,7 +23,7 @@ class Config:
     object_store_memory: int = 0
     store_fraction: float = 0.3
     shm_dir: str = "/dev/shm"
-    # Size of each node's shared-memory arena (see nbdist/store.py): 0 means the store's
+    # Size of each node's shared-memory arena (see nbdist/objects/store.py): 0 means the store's
     # capacity, a negative value no arena. What the arena cannot take goes to a file per object.
     arena_bytes: int = 0
     # When the store is full, the least recently needed objects are spilled to files in
@@ -45,7 +45,7 @@ class Config:
     # Worker pool: how many task workers may exist beyond num_cpus (blocked in get, etc.).
     max_extra_workers: int = 64
     # A driver calls an actor on its own node over a direct link to the actor's worker
-    # (see nbdist/direct.py); off, every call goes through the node daemon.
+    # (see nbdist/driver/direct.py); off, every call goes through the node daemon.
     direct_actor_calls: bool = True
     # Task workers run at this much lower CPU priority (nice), each in a session of its own
     # where Linux shares the CPU between sessions first (autogroup): on a machine the run

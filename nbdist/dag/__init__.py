@@ -12,8 +12,8 @@ here; nothing runs until ``execute``.
 
 from __future__ import annotations
 
-from .compiled import CompiledDAG
-from .nodes import (
+from nbdist.dag.compiled import CompiledDAG
+from nbdist.dag.nodes import (
     ClassMethodNode,
     ClassNode,
     DAGInputData,

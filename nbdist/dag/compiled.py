@@ -10,6 +10,6 @@ next. ``teardown`` drops them.
 
 from __future__ import annotations
 
-from .nodes import CompiledDAG
+from nbdist.dag.nodes import CompiledDAG
 
 __all__ = ["CompiledDAG"]

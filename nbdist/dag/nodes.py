@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from ..backend import current
+from nbdist.backends.base import current
 
 _NO_INPUT_CONTEXT = (
     "InputNode must be created in a `with InputNode() as inp:` block to be executed, as in "

@@ -30,7 +30,7 @@ import uuid as _uuid
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from .. import events
+from nbdist import events
 
 MAGIC = "__nbdist_tqdm_ray__"
 DEFAULT_FLUSH_INTERVAL_S = 1.0

@@ -24,10 +24,9 @@ from typing import Any
 
 import nbdist
 from nbdist import events
-
-from .display import WAIT_KINDS, HistoryGuard, ProgressBars, ref_html
-from .magics import NbdistMagics
-from .output import CellRouter
+from nbdist.jupyter.display import WAIT_KINDS, HistoryGuard, ProgressBars, ref_html
+from nbdist.jupyter.magics import NbdistMagics
+from nbdist.jupyter.output import CellRouter
 
 __all__ = ["load_ipython_extension", "unload_ipython_extension"]
 

@@ -66,9 +66,8 @@ from typing import Any
 
 import nbdist
 from nbdist import events
-
-from . import schema
-from .model import SCHEMA_VERSION, Json, Model
+from nbdist.jupyter import schema
+from nbdist.jupyter.model import SCHEMA_VERSION, Json, Model
 
 __all__ = ["SCHEMA_VERSION", "TARGET", "register", "unregister"]
 

@@ -42,9 +42,8 @@ from typing import Any
 import ipywidgets as widgets
 
 from nbdist import events
-
-from . import plots, schema
-from .model import Model
+from nbdist.jupyter import plots, schema
+from nbdist.jupyter.model import Model
 
 __all__ = ["LiveView", "show"]
 

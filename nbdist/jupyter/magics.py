@@ -176,7 +176,7 @@ def _timeline(file: str | None) -> None:
     """``%nbdist timeline [FILE]``: Chrome-trace JSON to FILE, and the bokeh timeline inline."""
     import os
 
-    from .plots import MAX_BARS, show_timeline
+    from nbdist.jupyter.plots import MAX_BARS, show_timeline
 
     path = os.path.expanduser(file) if file else None
     trace = nbdist.timeline(path)

@@ -50,9 +50,8 @@ from collections.abc import Callable, Iterable
 from typing import Any, cast
 
 from nbdist import events as ev
-
-from . import schema
-from .model_records import (
+from nbdist.jupyter import schema
+from nbdist.jupyter.model_records import (
     FAILED,
     FINISHED,
     GROUPED_OUTPUT_LINES,
@@ -75,12 +74,9 @@ from .model_records import (
     WorkerRecord,
     ms,
 )
-from .model_records import (
-    SCHEMA_VERSION as SCHEMA_VERSION,
-)
-from .model_records import (
-    WORKER_SPANS as WORKER_SPANS,
-)
+from nbdist.jupyter.model_records import SCHEMA_VERSION as SCHEMA_VERSION
+from nbdist.jupyter.model_records import WORKER_SPANS as WORKER_SPANS
+from nbdist.jupyter.runs import RunsFold
 
 
 class Model:
@@ -117,6 +113,7 @@ class Model:
         self._workers: dict[str, WorkerRecord] = {}
         self._nodes: dict[str, NodeRecord] = {}
         self._actors: dict[str, schema.Actor] = {}
+        self.runs = RunsFold()  # library runs: sent as ``runs`` (news only in deltas)
         self._totals: dict[str, int] = {"tasks": 0, **dict.fromkeys(STATES, 0), "objects": 0,
                               "objects_freed": 0, "bytes": 0, "output_lines": 0,
                               "dropped_events": 0}
@@ -135,7 +132,7 @@ class Model:
             ev.ActorDied: self._actor_died, ev.NodeUp: self._node_up,
             ev.NodeDown: self._node_down, ev.WorkerUp: self._worker_up,
             ev.WorkerDown: self._worker_down, ev.Output: self._output,
-            ev.EventsDropped: self._events_dropped,
+            ev.EventsDropped: self._events_dropped, ev.RunUpdate: self.runs.apply,
         }
 
     # ------------------------------------------------------------ messages
@@ -155,7 +152,7 @@ class Model:
         else:
             tasks = {tid: t.to_json() for tid, t in self._tasks.items()}
             objects = {oid: o.to_json() for oid, o in self._objects.items()}
-        return {
+        snap: schema.Snapshot = {
             "schema": SCHEMA_VERSION, "type": "snapshot", "seq": self._seq,
             "time": ms(self._clock()), "grouped": self.grouped, "cluster": self.cluster,
             "tasks": tasks,
@@ -167,6 +164,9 @@ class Model:
             "actors": {k: a.copy() for k, a in self._actors.items()},
             "totals": cast(schema.Totals, dict(self._totals)),
         }
+        if self.runs.runs:
+            snap["runs"] = self.runs.snapshot()
+        return snap
 
     def apply_summary(self, summary: ev.TaskSummary) -> None:
         """Once grouped: groups, edges, workers, nodes and totals as the engine's summary has
@@ -236,14 +236,14 @@ class Model:
         Right after the switch to grouped mode this returns a snapshot instead."""
         self._refresh_refs()
         dirty = self._dirty
-        if not (self._resnapshot or dirty.any()):
+        if not (self._resnapshot or dirty.any() or self.runs.changed()):
             return None
         self._seq += 1
         self._dirty = Dirty()
         if self._resnapshot:
             self._resnapshot = False
             return self.snapshot()
-        return {
+        delta: schema.Delta = {
             "schema": SCHEMA_VERSION, "type": "delta", "seq": self._seq,
             "time": ms(self._clock()), "grouped": self.grouped, "cluster": self.cluster,
             "tasks": self._task_records(dirty.tasks), "tasks_removed": sorted(dirty.tasks_removed),
@@ -260,6 +260,11 @@ class Model:
             "actors": {k: self._actors[k].copy() for k in dirty.actors},
             "totals": cast(schema.Totals, dict(self._totals)),
         }
+        if self.runs.changed():
+            delta["runs"], removed = self.runs.take_delta()
+            if removed:
+                delta["runs_removed"] = removed
+        return delta
 
     def _task_records(self, ids: set[str]) -> Json:
         if self.grouped:

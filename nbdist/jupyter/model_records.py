@@ -12,8 +12,7 @@ import collections
 from typing import Any, overload
 
 from nbdist import events as ev
-
-from . import schema
+from nbdist.jupyter import schema
 
 SCHEMA_VERSION = schema.SCHEMA_VERSION
 

@@ -193,7 +193,7 @@ def _nbdist_call(tb: TracebackType | None) -> str | None:
     for frame, _ in traceback.walk_tb(tb):
         code = frame.f_code
         if _in_nbdist(code.co_filename):
-            if frame.f_globals.get("__name__") == "nbdist.api":
+            if frame.f_globals.get("__name__") == "nbdist.driver.api":
                 return f"nbdist.{code.co_name}"
             return getattr(code, "co_qualname", code.co_name)  # 3.11+
     return None

@@ -127,6 +127,28 @@ class Totals(TypedDict):
     dropped_events: int
 
 
+class RunMember(TypedDict):
+    id: str
+    status: str
+    iteration: int
+    config: dict[str, str]
+    metrics: dict[str, float]
+    note: str
+    reports: int
+    curves: dict[str, list[list[float]]]
+    marks: list[list[object]]
+    updated: float
+
+
+class Run(TypedDict):
+    id: str
+    library: str
+    name: str
+    metrics: list[str]
+    members: dict[str, RunMember]
+    updated: float
+
+
 class _StateFields(TypedDict):
     schema: int
     seq: int
@@ -147,13 +169,18 @@ class _StateFields(TypedDict):
 class StateMessage(_StateFields, total=False):
     as_of: float  # every event record published before this time is in the message
     news_since: float  # on deltas with new records: each was published after this time
+    runs: dict[str, Run]  # library runs (Tune searches, Train runs): see docs/comm-protocol.md
 
 
 class Snapshot(StateMessage):
     type: Literal["snapshot"]
 
 
-class Delta(StateMessage):
+class _RunsRemoved(TypedDict, total=False):
+    runs_removed: list[str]
+
+
+class Delta(StateMessage, _RunsRemoved):
     type: Literal["delta"]
     tasks_removed: list[str]
     objects_removed: list[str]

@@ -55,9 +55,9 @@ its arguments' counts) and no per-task event objects; collaborators are reached 
 attributes set once, and the node state reads the object and task dicts directly.
 """
 
-from .node_state import NodeState
-from .records import Actor, Client, NodeIO, Obj, Task, Worker
-from .states import ActorState, IllegalTransition, WorkerState
+from nbdist.scheduler.node_state import NodeState
+from nbdist.scheduler.records import Actor, Client, NodeIO, Obj, Task, Worker
+from nbdist.scheduler.states import ActorState, IllegalTransition, WorkerState
 
 __all__ = ["NodeState", "NodeIO", "Client", "Worker", "Task", "Obj", "Actor", "WorkerState",
            "ActorState", "IllegalTransition"]

@@ -23,14 +23,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .. import events as ev
-from .. import protocol as P
-from ..exceptions import ActorDiedError
-from ..serialization import error_text, system_error_blob
-from .notices import Notices
-from .placement import Placement
-from .records import NULL_CLIENT, Actor, Client, NodeIO, Task, Worker
-from .tasks import TaskTable
+from nbdist import events as ev
+from nbdist.exceptions import ActorDiedError
+from nbdist.scheduler.notices import Notices
+from nbdist.scheduler.placement import Placement
+from nbdist.scheduler.records import NULL_CLIENT, Actor, Client, NodeIO, Task, Worker
+from nbdist.scheduler.tasks import TaskTable
+from nbdist.wire import protocol as P
+from nbdist.wire.serialization import error_text, system_error_blob
 
 
 class ActorTable:
@@ -76,7 +76,7 @@ class ActorTable:
 
     def _lost_call_may_run(self, actor: Actor, task: Task) -> bool:
         """A driver resubmits a direct call whose link broke (``extra = {"lost_on": pid,
-        "attempt": n}``, see `nbdist.direct`): it may have run when the actor's process pid
+        "attempt": n}``, see `nbdist.driver.direct`): it may have run when the actor's process pid
         died. While this node has not seen that death the call is in flight like the others;
         once it has, the call runs again only as ``max_task_retries`` allows (else it fails)."""
         extra = task.spec[P.S_EXTRA]

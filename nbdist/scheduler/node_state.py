@@ -16,17 +16,17 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from .. import events as ev
-from .. import protocol as P
-from ..exceptions import ActorDiedError, TaskCancelledError, WorkerCrashedError
-from ..serialization import system_error_blob
-from .actors import ActorTable
-from .notices import Notices
-from .objects import ObjectTable
-from .placement import Placement
-from .records import READY, Client, NodeIO, Obj, Shape, Task, Worker
-from .tasks import TaskTable
-from .workers import WorkerPool, exit_text
+from nbdist import events as ev
+from nbdist.exceptions import ActorDiedError, TaskCancelledError, WorkerCrashedError
+from nbdist.scheduler.actors import ActorTable
+from nbdist.scheduler.notices import Notices
+from nbdist.scheduler.objects import ObjectTable
+from nbdist.scheduler.placement import Placement
+from nbdist.scheduler.records import READY, Client, NodeIO, Obj, Shape, Task, Worker
+from nbdist.scheduler.tasks import TaskTable
+from nbdist.scheduler.workers import WorkerPool, exit_text
+from nbdist.wire import protocol as P
+from nbdist.wire.serialization import system_error_blob
 
 
 class NodeState:
@@ -83,7 +83,7 @@ class NodeState:
 
     def direct_result(self, client: Client, task_id: int, job: int, locs: list,
                       t0: float, t1: float) -> None:
-        """A driver's direct call (see `nbdist.direct`; never submitted here) ended on the
+        """A driver's direct call (see `nbdist.driver.direct`; never submitted here) ended on the
         worker of ``client`` with results this node must hold (in shared memory, or holding
         refs): store them for that driver and tell it, as for a call that ran through here."""
         owner = self.notices.jobs.get(job)

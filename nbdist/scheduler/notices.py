@@ -16,10 +16,10 @@ from __future__ import annotations
 import pickle
 import time
 
-from .. import events as ev
-from .. import protocol as P
-from .. import serialization
-from .records import Client, NodeIO
+from nbdist import events as ev
+from nbdist.scheduler.records import Client, NodeIO
+from nbdist.wire import protocol as P
+from nbdist.wire import serialization
 
 
 class Notices:

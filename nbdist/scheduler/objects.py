@@ -20,7 +20,7 @@ store and read) are spilled to disk through the daemon (`NodeIO.spill`, the file
 write that cannot get room is refused with an error text (never silently dropped); a read
 never fails for lack of room (restoring may overfill the store for a moment).
 
-The arena (`nbdist.store`). Once the daemon gives the table one (`enable_arena`), room for a
+The arena (`nbdist.objects.store`). Once the daemon gives the table one (`enable_arena`), room for a
 large object is a range of it (``arena``, an `Allocator`): granted with the room (``reserve``;
 ``Client.grants`` until the writer stores it), the object's while it is stored there
 (``Obj.offset``), given back when it is freed or spilled. Pages are committed (``committed``,
@@ -47,13 +47,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from .. import events as ev
-from .. import protocol as P
-from ..exceptions import ObjectLostError
-from ..serialization import system_error_blob
-from ..store import Allocator
-from .notices import Notices
-from .records import PENDING, READY, Client, NodeIO, Obj, Task
+from nbdist import events as ev
+from nbdist.exceptions import ObjectLostError
+from nbdist.objects.store import Allocator
+from nbdist.scheduler.notices import Notices
+from nbdist.scheduler.records import PENDING, READY, Client, NodeIO, Obj, Task
+from nbdist.wire import protocol as P
+from nbdist.wire.serialization import system_error_blob
 
 MiB = 2**20
 

@@ -25,8 +25,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .. import protocol as P
-from .records import Actor, NodeIO, Shape, Task
+from nbdist.scheduler.records import Actor, NodeIO, Shape, Task
+from nbdist.wire import protocol as P
 
 EPS = 1e-9
 

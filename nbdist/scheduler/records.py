@@ -11,8 +11,14 @@ import time
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from .. import protocol as P
-from .states import ACTOR_MOVES, WORKER_MOVES, ActorState, IllegalTransition, WorkerState
+from nbdist.scheduler.states import (
+    ACTOR_MOVES,
+    WORKER_MOVES,
+    ActorState,
+    IllegalTransition,
+    WorkerState,
+)
+from nbdist.wire import protocol as P
 
 PENDING, READY = 0, 1
 CPU_ONLY = (("CPU", 1.0),)

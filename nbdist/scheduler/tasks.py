@@ -13,12 +13,12 @@ forwarded here the copies held for that node are let go. A task that raised may 
 
 from __future__ import annotations
 
-from .. import events as ev
-from .. import protocol as P
-from ..serialization import error_type_names
-from .notices import Notices, error_fields
-from .objects import ObjectTable
-from .records import Client, NodeIO, Task, Worker, producer_of
+from nbdist import events as ev
+from nbdist.scheduler.notices import Notices, error_fields
+from nbdist.scheduler.objects import ObjectTable
+from nbdist.scheduler.records import Client, NodeIO, Task, Worker, producer_of
+from nbdist.wire import protocol as P
+from nbdist.wire.serialization import error_type_names
 
 
 class TaskTable:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import signal
 import time
 
-from .records import NodeIO, Task, Worker
+from nbdist.scheduler.records import NodeIO, Task, Worker
 
 IDLE_EXTRA_S = 10.0
 

@@ -19,10 +19,10 @@ as their own modules and are listed in ``__all__`` by whoever adds them.
 
 from __future__ import annotations
 
-from .actor_pool import ActorPool
-from .check_serialize import inspect_serializability
-from .helpers import as_completed, map_unordered
-from .node import get_node_ip_address
+from nbdist.util.actor_pool import ActorPool
+from nbdist.util.check_serialize import inspect_serializability
+from nbdist.util.helpers import as_completed, map_unordered
+from nbdist.util.node import get_node_ip_address
 
 __all__ = [
     "ActorPool",

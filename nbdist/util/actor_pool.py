@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from nbdist import api
+from nbdist.driver import api
 from nbdist.exceptions import ActorDiedError
 
 _TIMEOUT_MSG = "Timed out waiting for result"

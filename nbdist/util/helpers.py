@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from nbdist import api
+from nbdist.driver import api
 
 DEFAULT_CHUNK_SIZE = 10
 DEFAULT_BACKPRESSURE_SIZE = 100

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 
-from nbdist import api
+from nbdist.driver import api
 
 LOOPBACK = "127.0.0.1"
 

@@ -35,7 +35,7 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 
 def _ray_leftovers(session_dir: str) -> set[int]:
-    from nbdist.ray_backend.guard import session_pids
+    from nbdist.backends.ray.guard import session_pids
 
     return session_pids(os.path.realpath(session_dir), {os.getpid()})
 

@@ -79,7 +79,7 @@ def test_a_query_before_init_raises_and_leaves_init_to_the_user(backend_name: st
         session = next((line.split(" ", 1)[1] for line in out.splitlines()
                         if line.startswith("SESSION ")), "")
         if backend_name == "ray" and session:
-            from nbdist.ray_backend.guard import session_pids
+            from nbdist.backends.ray.guard import session_pids
 
             def left() -> set[int]:
                 return session_pids(os.path.realpath(session), set())

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 from polling import until
 
-from nbdist.ray_backend.guard import session_pids
+from nbdist.backends.ray.guard import session_pids
 
 pytestmark = pytest.mark.timeout(600)
 

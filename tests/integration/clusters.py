@@ -12,7 +12,7 @@ from pathlib import Path
 
 from polling import importable_env
 
-from nbdist import lifetime
+from nbdist.cluster import lifetime
 
 NBDIST = str(Path(sys.executable).parent / "nbdist")
 

@@ -29,7 +29,7 @@ ARRAY = MiB  # float64 elements: 8 MiB arrays
 
 def _node_files(node_pid: int, warm: bool = False) -> set[str]:
     """The node's files in /dev/shm; without ``warm``, not the writers' warm files (see
-    `nbdist.store.write`), which come and go on their own."""
+    `nbdist.objects.store.write`), which come and go on their own."""
     names = {os.path.basename(p) for p in glob.glob(f"/dev/shm/nbdist-{node_pid}-*")}
     return names if warm else {n for n in names if "-warm" not in n}
 

@@ -1,4 +1,4 @@
-"""Direct actor calls (nbdist/direct.py): a driver's calls to an actor on its node go over a
+"""Direct actor calls (nbdist/driver/direct.py): a driver's calls to an actor on its node go over a
 link to the actor's worker. Checked here: that they do, that every actor semantic holds across
 the switch between the node and the link (order, arguments not ready yet, failed arguments,
 refs that escape to other work, results the node must hold, output, cancel, kill, restarts),
@@ -19,7 +19,8 @@ import pytest
 from polling import poll, retrying, until
 
 import nbdist
-from nbdist import exceptions, runtime
+from nbdist import exceptions
+from nbdist.driver import runtime
 
 pytestmark = [pytest.mark.timeout(90), pytest.mark.usefixtures("cluster")]
 

@@ -458,7 +458,7 @@ def test_workers_run_at_a_lower_priority_unless_told_not_to(
     try:
         probe = nbdist.remote(where)
         nice, sid, group = nbdist.get(probe.remote())
-        node_sid = os.getsid(nbdist.api._local.cluster.node_pid)
+        node_sid = os.getsid(nbdist.driver.api._local.cluster.node_pid)
 
         @nbdist.remote
         class Service:
@@ -476,7 +476,7 @@ def test_workers_run_at_a_lower_priority_unless_told_not_to(
     nbdist.init(num_cpus=1)  # turned off: as the node
     try:
         nice, sid, _ = nbdist.get(nbdist.remote(where).remote())
-        node_sid = os.getsid(nbdist.api._local.cluster.node_pid)
+        node_sid = os.getsid(nbdist.driver.api._local.cluster.node_pid)
     finally:
         nbdist.shutdown()
     assert (nice, sid) == (mine, node_sid)

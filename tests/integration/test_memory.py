@@ -104,7 +104,7 @@ def test_a_put_that_cannot_fit_even_after_spilling_raises(
 QUEUE_SCRIPT = """
 import gc, json, sys, threading, time
 import nbdist
-from nbdist import api
+from nbdist.driver import api
 from polling import poll_settled
 
 def rss(pid):

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 import nbdist
-from nbdist import store
+from nbdist.objects import store
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("cluster")]
 

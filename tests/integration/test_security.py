@@ -17,7 +17,7 @@ import pytest
 from clusters import Cli, start_head
 from polling import until
 
-from nbdist import transport
+from nbdist.wire import transport
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.nbdist_only]
 

@@ -18,7 +18,7 @@ from jupyter_client import KernelManager
 from jupyter_client.kernelspec import KernelSpecManager
 from kernel_session import KernelSession, start_kernel, stop_kernel
 
-from nbdist import lifetime
+from nbdist.cluster import lifetime
 
 pytestmark = pytest.mark.timeout(120)
 

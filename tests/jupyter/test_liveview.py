@@ -14,10 +14,10 @@ import pytest
 from kernel_session import KernelSession
 
 from nbdist import events as ev
+from nbdist.events.tally import Tally
+from nbdist.events.tracing import Execution
 from nbdist.jupyter import liveview, plots
 from nbdist.jupyter.model import Model
-from nbdist.tally import Tally
-from nbdist.tracing import Execution
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -28,7 +28,7 @@ from nbclient import NotebookClient
 from outputs import find
 from polling import importable_env, poll, until
 
-from nbdist.ray_backend.guard import session_pids
+from nbdist.backends.ray.guard import session_pids
 
 pytestmark = pytest.mark.timeout(420)
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from nbdist.bench_table import METRICS, build_rows, format_table
-from nbdist.microbenchmark import Run
+from nbdist.bench.microbenchmark import Run
+from nbdist.bench.table import METRICS, build_rows, format_table
 
 
 def _runs(backend: str, scenario: str, values: list[dict]) -> list[Run]:

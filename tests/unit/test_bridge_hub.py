@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from nbdist import events, tally
+from nbdist import events
+from nbdist.events import tally
 from nbdist.jupyter import bridge
 
 

@@ -1,6 +1,6 @@
 """No import cycles in nbdist: the modules form a DAG, so each can be read, tested and loaded
 from the bottom up, and the public API reaches its engines through one seam
-(`nbdist.backend`) rather than through modules that import each other back.
+(`nbdist.backends.base`) rather than through modules that import each other back.
 
 Every import counts, at module level and inside functions (a lazy import hides a cycle, it
 does not remove it); relative imports are resolved; ``if TYPE_CHECKING:`` blocks are ignored

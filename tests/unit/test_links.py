@@ -1,4 +1,4 @@
-"""Direct links (nbdist/links.py) between two endpoints in this process: the cluster's secret
+"""Direct links (nbdist/wire/links.py) between two endpoints in this process: the cluster's secret
 and the actor's id are both proven before a link exists, frames flow both ways, and a broken
 frame closes the link, not the process."""
 
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from nbdist import links
-from nbdist import protocol as P
-from nbdist.frames import TransportError
+from nbdist.wire import links
+from nbdist.wire import protocol as P
+from nbdist.wire.frames import TransportError
 
 SECRET = os.urandom(32)
 ACTOR = 0x1234

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from nbdist import events as ev
-from nbdist import tally
+from nbdist.events import tally
 from nbdist.jupyter.model import SCHEMA_VERSION, WORKER_SPANS, Model
 
 NODE = "n1"

@@ -6,9 +6,10 @@ from typing import Any
 
 import pytest
 
-from nbdist import exceptions, serialization
-from nbdist import protocol as P
+from nbdist import exceptions
 from nbdist.scheduler import Client, NodeState, Worker
+from nbdist.wire import protocol as P
+from nbdist.wire import serialization
 
 
 class RecordingIO:

@@ -9,11 +9,12 @@ import pytest
 from test_scheduler import actor_spec, finish, make, run_turn, spec
 
 from nbdist import events as ev
-from nbdist import exceptions, serialization
-from nbdist import protocol as P
+from nbdist import exceptions
 from nbdist.scheduler import IllegalTransition, NodeState, Worker
 from nbdist.scheduler.records import Actor
 from nbdist.scheduler.states import ACTOR_MOVES, WORKER_MOVES, ActorState, WorkerState
+from nbdist.wire import protocol as P
+from nbdist.wire import serialization
 
 KB4 = 4096
 

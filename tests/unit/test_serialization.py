@@ -9,7 +9,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from nbdist import exceptions, serialization
+from nbdist import exceptions
+from nbdist.wire import serialization
 
 
 def _blob(value: object) -> bytes:
@@ -116,7 +117,7 @@ def outer(x):
 
 _CHILD = """
 import sys, traceback
-from nbdist import serialization
+from nbdist.wire import serialization
 fn = serialization.loads(sys.stdin.buffer.read())
 try:
     fn(1)

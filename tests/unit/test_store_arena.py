@@ -9,9 +9,9 @@ import random
 import pytest
 from test_scheduler import RecordingIO
 
-from nbdist import protocol as P
+from nbdist.objects.store import ARENA_ALIGN, Allocator
 from nbdist.scheduler import Client, NodeState
-from nbdist.store import ARENA_ALIGN, Allocator
+from nbdist.wire import protocol as P
 
 MiB = 1 << 20
 

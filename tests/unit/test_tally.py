@@ -1,4 +1,4 @@
-"""The engine's tally (nbdist/tally.py) folding records as the runtime publishes them: compact
+"""The engine's tally (nbdist/events/tally.py) folding records as the runtime publishes them: compact
 (the record's fields, ids as ints) or built, through one handler per record class."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from nbdist import events as ev
-from nbdist.tally import SPANS, Tally
+from nbdist.events.tally import SPANS, Tally
 
 NODE = "n1"
 

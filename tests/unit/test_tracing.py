@@ -1,4 +1,4 @@
-"""The task timeline (nbdist.tracing) driven by hand-made event records: no kernel, no cluster."""
+"""The task timeline (nbdist.events.tracing) driven by hand-made event records: no kernel, no cluster."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from nbdist import events as ev
-from nbdist import tracing
-from nbdist.tracing import TaskTimeline
+from nbdist.events import tracing
+from nbdist.events.tracing import TaskTimeline
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from nbdist import poller, transport
+from nbdist.daemons import poller
+from nbdist.wire import transport
 
 SECRET = b"s" * 32
 
@@ -169,7 +170,7 @@ def test_out_of_band_frames_carry_buffers_uncopied_and_split_anywhere() -> None:
     import pickle
     import random
 
-    from nbdist.frames import BIG_FRAME, FrameReader, encode_parts
+    from nbdist.wire.frames import BIG_FRAME, FrameReader, encode_parts
 
     rng = random.Random(5)
     big = bytes(rng.getrandbits(8) for _ in range(256)) * (3 * BIG_FRAME // 256 + 7)

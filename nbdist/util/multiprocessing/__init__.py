@@ -5,6 +5,6 @@ from __future__ import annotations
 
 from multiprocessing import JoinableQueue, TimeoutError
 
-from .pool import AsyncResult, IMapIterator, Pool
+from nbdist.util.multiprocessing.pool import AsyncResult, IMapIterator, Pool
 
 __all__ = ["AsyncResult", "IMapIterator", "JoinableQueue", "Pool", "TimeoutError"]

@@ -1,0 +1,212 @@
+"""nbdist's own engine behind the `nbdist.backends.base.Backend` seam (layer L3).
+
+A thin adapter: each call goes to the process's `runtime.CoreClient` (``runtime.current()``,
+which starts a cluster on first use in a driver, as Ray does), and ``shutdown`` stops the
+`cluster.LocalCluster` that ``init`` started. Queries about the cluster (``nodes``,
+``cluster_resources``, ``available_resources``) never start one: a cluster started by a
+query would take the place of the ``init(...)`` the user meant to call next.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+from collections.abc import Sequence
+from typing import Any
+
+from nbdist import events as ev
+from nbdist.backends.base import current
+from nbdist.cluster.local import LocalCluster
+from nbdist.driver import runtime
+from nbdist.driver.actor import ActorClass, ActorHandle, _rebuild_handle
+from nbdist.driver.context import ContextNames
+from nbdist.driver.remote_function import RemoteFunction, resource_shape
+from nbdist.exceptions import RuntimeNotInitializedError
+from nbdist.ids import hex_id
+from nbdist.objects.refs import ObjectRef
+from nbdist.wire import protocol as P
+
+
+class LocalBackend:
+    """The public API on nbdist's engine; one per process (``nbdist.driver.api`` installs it)."""
+
+    driver = True
+
+    def __init__(self) -> None:
+        self.cluster: LocalCluster | None = None
+        self.namespace = ""
+        self.info: dict[str, Any] = {}
+
+    # ------------------------------------------------------------------ life cycle
+    def is_initialized(self) -> bool:
+        client = current.client
+        return client is not None and not client.closed
+
+    def shutdown(self) -> None:
+        client = current.client
+        runtime.set_client(None)
+        if client is not None:
+            client.close()
+        cluster, self.cluster = self.cluster, None
+        if cluster is not None:
+            cluster.stop()
+
+    # ------------------------------------------------------------------ tasks and actors
+    def submit_task(self, rf: RemoteFunction, args: Sequence[Any],
+                    kwargs: dict[str, Any]) -> Any:
+        client = runtime.current()
+        pickled = None if rf._fid in client._fns else rf._pickle()
+        nret = rf._nret
+        _, refs = client.submit(rf._fid, pickled, rf._task_name, args, kwargs, nret,
+                                rf._resources, rf._retries, rf._retry_exc)
+        if nret == 1:
+            return refs[0]
+        return None if nret == 0 else refs
+
+    def call_method(self, handle: ActorHandle, method: str, nret: int, task_name: str,
+                    args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+        _, refs = runtime.current().submit(0, None, task_name, args, kwargs, nret, None, 0,
+                                           False, handle._actor_id, method)
+        if nret == 1:
+            return refs[0]
+        return None if nret == 0 else refs
+
+    def create_actor(self, ac: ActorClass, args: Sequence[Any],
+                     kwargs: dict[str, Any]) -> ActorHandle:
+        client = runtime.current()
+        opts = ac._options
+        name = opts.get("name")
+        namespace = opts.get("namespace")
+        if name is not None and opts.get("get_if_exists"):
+            try:
+                return self.get_actor(name, namespace)
+            except ValueError:
+                pass
+        actor_id = client.ids.next()
+        meta = pickle.dumps((actor_id, ac.__name__, ac._methods))
+        if name is not None:
+            namespace = namespace if namespace is not None else self.namespace
+            client.control("register_name", (namespace, name, actor_id, meta))
+        extra = {
+            "max_restarts": _int_opt(opts.get("max_restarts"), 0),
+            "max_task_retries": _int_opt(opts.get("max_task_retries"), 0),
+            "max_concurrency": opts.get("max_concurrency"),
+            "name": name,
+            "namespace": namespace,
+            "lifetime": opts.get("lifetime"),
+            "class_name": ac.__name__,
+        }
+        pickled = None if ac._fid in client._fns else ac._pickle()
+        handle = ActorHandle(actor_id, ac.__name__, ac._methods, _add=False)
+        client.submit(ac._fid, pickled, f"{ac.__name__}.__init__", args, kwargs, 1,
+                      resource_shape(opts, 0.0), 0, False, actor_id, P.ACTOR_INIT, extra)
+        if client.mode == P.KIND_DRIVER:
+            client.publish(ev.ActorCreated(ev.time.time(), f"{actor_id:018x}", ac.__name__,
+                                           name))
+        return handle
+
+    def kill(self, handle: ActorHandle, no_restart: bool) -> None:
+        runtime.current().kill_actor(handle._actor_id, no_restart)
+
+    def get_actor(self, name: str, namespace: str | None) -> ActorHandle:
+        client = runtime.current()
+        ns = namespace if namespace is not None else (self.namespace if client.mode == "driver"
+                                                      else None)
+        meta = client.control("get_named", (ns, name, client.job or client.ctx.job))
+        if meta is None:
+            raise ValueError(
+                f"Failed to look up actor {name!r} in namespace {ns or '(default)'!r}: no such "
+                "actor is alive. Create it with .options(name=...).remote() first.")
+        actor_id, class_name, methods = pickle.loads(meta)
+        return _rebuild_handle(actor_id, class_name, methods)
+
+    # ------------------------------------------------------------------ objects
+    def get(self, refs: list[ObjectRef], timeout: float | None) -> list[Any]:
+        return runtime.current().get(refs, timeout)
+
+    def put(self, value: Any) -> ObjectRef:
+        return runtime.current().put(value)
+
+    def wait(self, refs: list[ObjectRef], num_returns: int, timeout: float | None,
+             fetch_local: bool) -> tuple[list[ObjectRef], list[ObjectRef]]:
+        return runtime.current().wait(refs, num_returns, timeout)
+
+    def cancel(self, ref: ObjectRef, force: bool, recursive: bool) -> None:
+        runtime.current().cancel(ref.id, force)
+
+    def cancel_submitted(self, tag: str, force: bool) -> int:
+        client = runtime.current()
+        ids = client.unfinished_tasks(tag)
+        for task_id in ids:
+            client.cancel_task(task_id, force)
+        return len(ids)
+
+    # ------------------------------------------------------------------ cluster
+    def nodes(self) -> list[dict[str, Any]]:
+        return [{
+            "NodeID": n["node_id"],
+            "Alive": n.get("alive", True),
+            "NodeManagerAddress": n.get("address", ""),
+            "NodeManagerHostname": os.uname().nodename,
+            "Resources": dict(n.get("total", {})),
+            "ObjectStoreUsed": n.get("store_used", 0),
+            "ObjectStoreSpilled": n.get("spilled", 0),
+            "Pid": n.get("pid", 0),
+            "alive": n.get("alive", True),
+        } for n in _started("nodes").control("nodes")]
+
+    def cluster_resources(self) -> dict[str, float]:
+        return dict(_started("cluster_resources").control("cluster_resources"))
+
+    def available_resources(self) -> dict[str, float]:
+        avail = _started("available_resources").control("available_resources")
+        return {k: v for k, v in avail.items() if v > 0}
+
+    def runtime_context(self) -> RuntimeContext:
+        return RuntimeContext(runtime.current(), self.namespace)
+
+
+class RuntimeContext(ContextNames):
+    """Where the calling code runs (Ray's get_runtime_context())."""
+
+    def __init__(self, client: runtime.CoreClient, namespace: str) -> None:
+        self._client = client
+        self._namespace = namespace
+
+    def get_job_id(self) -> str:
+        c = self._client
+        return hex_id(c.job or c.ctx.job)
+
+    def get_task_id(self) -> str | None:
+        tid = self._client.ctx.task_id
+        return hex_id(tid) if tid else None
+
+    def get_node_id(self) -> str:
+        return self._client.node_id
+
+    def get_actor_id(self) -> str | None:
+        aid = self._client.ctx.actor_id
+        return hex_id(aid) if aid else None
+
+    def get_worker_id(self) -> str:
+        return hex_id(self._client.client_no)
+
+    @property
+    def namespace(self) -> str:
+        return self._namespace
+
+
+def _started(query: str) -> runtime.CoreClient:
+    """The running cluster's client, for a query that must not start one."""
+    if current.client is None:
+        raise RuntimeNotInitializedError(
+            f"nbdist has not been started yet, so nbdist.{query}() has no cluster to ask. "
+            "Call nbdist.init() first (with the num_cpus, resources, address, ... you want; "
+            "%nbdist start in a notebook).")
+    return runtime.current()
+
+
+def _int_opt(value: Any, default: int) -> int:
+    if value is None:
+        return default
+    return -1 if value == -1 else int(value)

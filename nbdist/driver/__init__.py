@@ -1,0 +1,11 @@
+"""The driver side of the public API (layers L2-L3): what ``import nbdist`` runs in the
+user's process, and in every worker that submits work.
+
+    api.py               Ray's core names: init, get, put, wait, remote, kill, ...
+    remote_function.py   remote functions and the options shared by tasks and actors
+    actor.py             actor classes, handles and methods
+    runtime.py           the core client: a process's connection to its node
+    direct.py            direct actor calls on one node, around the node daemon
+    records.py           the driver's event records, from what it does and what its node says
+    context.py           ``get_runtime_context()``, whatever the backend
+"""

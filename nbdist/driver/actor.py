@@ -1,0 +1,181 @@
+"""Actors: remote classes, their handles and methods (layer L3).
+
+``ActorClass.remote(*args)`` creates an actor (a dedicated worker process running the class)
+and returns an `ActorHandle`; ``handle.method.remote(*args)`` submits a call. Calls from one
+process to an actor run in submission order. A handle is reference-counted like an object ref:
+when no handle remains anywhere (and the actor is not ``lifetime="detached"``), the actor exits
+after its pending calls. Handles pickle, so they can be passed to tasks and other actors.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from nbdist.backends.base import current
+from nbdist.driver.remote_function import (
+    ACTOR_OPTIONS,
+    METHOD_OPTIONS,
+    check_options,
+    new_function_id,
+)
+from nbdist.wire import serialization
+from nbdist.wire.serialization import check_picklable
+
+
+def method(**options: Any) -> Any:
+    """Decorator for actor methods: ``@nbdist.method(num_returns=2)``."""
+    check_options(options, METHOD_OPTIONS, "an actor method")
+
+    def wrap(fn: Any) -> Any:
+        fn.__nbdist_method_options__ = options
+        return fn
+
+    return wrap
+
+
+def _method_table(cls: type) -> dict[str, tuple[int, bool]]:
+    table: dict[str, tuple[int, bool]] = {}
+    for name, fn in inspect.getmembers(cls, predicate=callable):
+        if name.startswith("__") and name != "__call__":
+            continue
+        opts = getattr(fn, "__nbdist_method_options__", {})
+        table[name] = (opts.get("num_returns", 1), inspect.iscoroutinefunction(fn))
+    return table
+
+
+class ActorClass:
+    """A class whose instances live in the cluster as actors."""
+
+    def __init__(self, cls: type, options: dict[str, Any]) -> None:
+        check_options(options, ACTOR_OPTIONS, f"actor class {cls.__name__!r}")
+        self._cls = cls
+        self._options = dict(options)
+        self._fid = new_function_id()
+        self._pickled: bytes | None = None
+        self._methods = _method_table(cls)
+        self.__name__ = cls.__name__
+        self.__qualname__ = cls.__qualname__
+        self.__doc__ = cls.__doc__
+        self.__wrapped__ = cls
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(
+            f"Actor class {self.__name__!r} cannot be instantiated directly. Use "
+            f"{self.__name__}.remote(...) to create an actor.")
+
+    def options(self, **options: Any) -> ActorClass:
+        check_options(options, ACTOR_OPTIONS, f"actor class {self.__name__!r}")
+        clone = object.__new__(ActorClass)
+        clone.__dict__.update(self.__dict__)
+        clone._options = {**self._options, **options}
+        return clone
+
+    def _pickle(self) -> bytes:
+        if self._pickled is None:
+            data, _ = check_picklable(self._cls, f"actor class {self.__name__!r}")
+            self._pickled = data
+        return self._pickled
+
+    def remote(self, *args: Any, **kwargs: Any) -> ActorHandle:
+        return current.backend.create_actor(self, args, kwargs)
+
+    def bind(self, *args: Any, **kwargs: Any) -> Any:
+        """A DAG node creating this actor (see `nbdist.dag`); ``node.method.bind`` binds calls."""
+        from nbdist.dag.nodes import bind_class
+
+        return bind_class(self, args, kwargs)
+
+    def __repr__(self) -> str:
+        return f"<nbdist actor class {self.__name__}>"
+
+
+class ActorMethod:
+    __slots__ = ("_handle", "_name", "_nret", "_task_name")
+
+    def __init__(self, handle: ActorHandle, name: str, nret: int) -> None:
+        self._handle = handle
+        self._name = name
+        self._nret = nret
+        self._task_name = f"{handle._class_name}.{name}"
+
+    def remote(self, *args: Any, **kwargs: Any) -> Any:
+        return current.backend.call_method(self._handle, self._name, self._nret,
+                                           self._task_name, args, kwargs)
+
+    def options(self, **options: Any) -> ActorMethod:
+        check_options(options, METHOD_OPTIONS, f"actor method {self._name!r}")
+        clone = ActorMethod(self._handle, self._name, options.get("num_returns", self._nret))
+        if options.get("name"):
+            clone._task_name = options["name"]
+        return clone
+
+    def bind(self, *args: Any, **kwargs: Any) -> Any:
+        """A DAG node for a call of this method (see `nbdist.dag`); runs on ``execute``."""
+        from nbdist.dag.nodes import bind_method
+
+        return bind_method(self, self._name, self._nret, args, kwargs)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(
+            f"Actor methods cannot be called directly. Use "
+            f"actor.{self._name}.remote(...) instead.")
+
+
+class ActorHandle:
+    """A handle to an actor; pickles, so it can be passed to tasks and other actors."""
+
+    def __init__(self, actor_id: int, class_name: str, methods: dict[str, tuple[int, bool]],
+                 _add: bool = True) -> None:
+        self._actor_id = actor_id
+        self._class_name = class_name
+        self._methods = methods
+        client = current.client
+        if client is not None:
+            client._hold(actor_id, _add)
+
+    def __del__(self) -> None:
+        client = current.client
+        if client is not None:
+            client._release(self._actor_id)
+
+    def __getattr__(self, name: str) -> Any:
+        # Method objects are made on each access, not kept on the handle: a handle that
+        # referred to them (and they to it) would outlive its last user until the cycle
+        # collector ran, and so would the actor.
+        methods = self.__dict__.get("_methods")
+        if methods is not None and name in methods:
+            return self._method(name, methods[name][0])
+        if methods is None:
+            raise AttributeError(name)
+        raise AttributeError(
+            f"Actor {self._class_name!r} has no method {name!r}. Methods: "
+            f"{', '.join(sorted(self._methods)) or '(none)'}.")
+
+    def _method(self, name: str, nret: int) -> Any:
+        return ActorMethod(self, name, nret)
+
+    def __dir__(self) -> list[str]:  # tab completion shows the actor's methods
+        return sorted({*super().__dir__(), *self._methods})
+
+    def __reduce__(self) -> Any:
+        # Recorded like a ref: a task carrying the handle keeps the actor alive until it ends,
+        # even if the caller drops its own handle meanwhile.
+        contained = serialization.context.contained
+        if contained is not None:
+            contained.append(self._actor_id)
+        return (_rebuild_handle, (self._actor_id, self._class_name, self._methods))
+
+    def __repr__(self) -> str:
+        return f"Actor({self._class_name}, {self._actor_id:018x})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ActorHandle) and other._actor_id == self._actor_id
+
+    def __hash__(self) -> int:
+        return hash(self._actor_id)
+
+
+def _rebuild_handle(actor_id: int, class_name: str, methods: dict[str, tuple[int, bool]]
+                    ) -> ActorHandle:
+    return ActorHandle(actor_id, class_name, methods, _add=True)

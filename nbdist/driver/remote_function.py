@@ -1,0 +1,152 @@
+"""Remote functions and the options shared by tasks and actors (layer L3).
+
+`RemoteFunction` wraps a function: ``.remote(*args)`` submits a task and returns its ref(s),
+``.options(**opts)`` returns a copy with other options. The function is pickled (cloudpickle, by
+value for notebook code) once, on first use, and registered with the node once per process.
+Options are checked when given, so a typo fails at the line that made it, listing valid names.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from nbdist.backends.base import current
+
+TASK_OPTIONS = frozenset({
+    "num_cpus", "num_gpus", "resources", "num_returns", "max_retries", "retry_exceptions",
+    "name", "memory",
+})
+ACTOR_OPTIONS = frozenset({
+    "num_cpus", "num_gpus", "resources", "max_restarts", "max_task_retries", "max_concurrency",
+    "name", "namespace", "lifetime", "get_if_exists", "memory",
+})
+METHOD_OPTIONS = frozenset({"num_returns", "name"})
+
+DEFAULT_MAX_RETRIES = 3
+
+def check_options(opts: dict[str, Any], valid: frozenset[str], what: str) -> None:
+    unknown = sorted(set(opts) - valid)
+    if unknown:
+        raise ValueError(
+            f"Unknown option(s) {', '.join(map(repr, unknown))} for {what}. Valid options: "
+            f"{', '.join(sorted(valid))}.")
+    for key in ("num_cpus", "num_gpus", "memory"):
+        value = opts.get(key)
+        if value is not None and (not isinstance(value, (int, float)) or value < 0):
+            raise ValueError(f"{key} must be a non-negative number, not {value!r}.")
+    res = opts.get("resources")
+    if res is not None:
+        if not isinstance(res, dict) or not all(
+                isinstance(k, str) and isinstance(v, (int, float)) and v >= 0
+                for k, v in res.items()):
+            raise ValueError("resources must be a dict of name -> non-negative amount.")
+        if {"CPU", "GPU"} & set(res):
+            raise ValueError("Use num_cpus / num_gpus rather than resources={'CPU'|'GPU': ...}.")
+    nret = opts.get("num_returns")
+    if nret is not None and (not isinstance(nret, int) or nret < 0):
+        raise ValueError(f"num_returns must be a non-negative int, not {nret!r}.")
+    lifetime = opts.get("lifetime")
+    if lifetime not in (None, "detached", "non_detached"):
+        raise ValueError("lifetime must be None, 'detached' or 'non_detached'.")
+
+
+def resource_shape(opts: dict[str, Any], default_cpus: float) -> tuple[tuple[str, float], ...]:
+    cpus = opts.get("num_cpus")
+    shape: dict[str, float] = {}
+    cpus = default_cpus if cpus is None else float(cpus)
+    if cpus:
+        shape["CPU"] = cpus
+    if opts.get("num_gpus"):
+        shape["GPU"] = float(opts["num_gpus"])
+    if opts.get("memory"):
+        shape["memory"] = float(opts["memory"])
+    for k, v in (opts.get("resources") or {}).items():
+        if v:
+            shape[k] = float(v)
+    return tuple(sorted(shape.items()))
+
+
+def retry_policy(value: Any) -> Any:
+    if value is None or value is False:
+        return False
+    if value is True:
+        return True
+    if isinstance(value, (list, tuple)) and all(isinstance(t, type) and
+                                                issubclass(t, BaseException) for t in value):
+        return tuple(t.__name__ for t in value)
+    raise ValueError("retry_exceptions must be a bool or a list of exception types.")
+
+
+def new_function_id() -> int:
+    return int.from_bytes(os.urandom(8), "big") >> 1
+
+
+class RemoteFunction:
+    """A function whose calls run as tasks in the cluster."""
+
+    def __init__(self, fn: Any, options: dict[str, Any]) -> None:
+        check_options(options, TASK_OPTIONS, f"remote function {fn.__name__!r}")
+        self._function = fn
+        self._name = getattr(fn, "__name__", "task")
+        self._options = dict(options)
+        self._fid = new_function_id()
+        self._pickled: bytes | None = None
+        self.__doc__ = fn.__doc__
+        self.__name__ = self._name
+        self.__qualname__ = getattr(fn, "__qualname__", self._name)
+        self.__module__ = getattr(fn, "__module__", None)  # type: ignore[assignment]
+        self.__wrapped__ = fn
+        self._prepare()
+
+    def _prepare(self) -> None:
+        opts = self._options
+        self._nret = opts.get("num_returns", 1)
+        self._shape = resource_shape(opts, 1.0)
+        self._resources = None if self._shape == (("CPU", 1.0),) else self._shape
+        retries = opts.get("max_retries")
+        self._retries = DEFAULT_MAX_RETRIES if retries is None else int(retries)
+        if self._retries < 0:
+            self._retries = 1 << 30
+        self._retry_exc = retry_policy(opts.get("retry_exceptions"))
+        self._task_name = opts.get("name") or self._name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(
+            f"Remote function {self._name!r} cannot be called directly. Use "
+            f"{self._name}.remote(...) to run it as a task (and nbdist.get() on the result), "
+            f"or {self._name}.__wrapped__(...) to call the plain function locally.")
+
+    def _pickle(self) -> bytes:
+        if self._pickled is None:
+            from nbdist.wire.serialization import check_picklable
+
+            data, _ = check_picklable(self._function, f"remote function {self._name!r}")
+            self._pickled = data
+        return self._pickled
+
+    def remote(self, *args: Any, **kwargs: Any) -> Any:
+        # The backend is read once per call: nbdist's engine or Ray, installed by init().
+        return current.backend.submit_task(self, args, kwargs)
+
+    def options(self, **options: Any) -> RemoteFunction:
+        check_options(options, TASK_OPTIONS, f"remote function {self._name!r}")
+        clone = object.__new__(RemoteFunction)
+        clone.__dict__.update(self.__dict__)
+        clone._options = {**self._options, **options}
+        clone._prepare()
+        return clone
+
+    def bind(self, *args: Any, **kwargs: Any) -> Any:
+        """A DAG node for a call of this function (see `nbdist.dag`); runs on ``execute``."""
+        from nbdist.dag.nodes import bind_function
+
+        return bind_function(self, args, kwargs)
+
+    def __repr__(self) -> str:
+        return f"<nbdist remote function {self._name}>"
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_pickled"] = None
+        return state

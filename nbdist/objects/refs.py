@@ -1,0 +1,82 @@
+"""Object refs: the handle a user holds to a value in the cluster (layer L2).
+
+A ref counts as a hold of its process's `runtime.CoreClient` (``backend.current.client``)
+from creation to ``__del__`` (the node learns of the 0 -> 1 and 1 -> 0 changes, see `runtime`). Pickling one records its
+id in the serialization context, so whatever contains it keeps it alive, and tells a driver's
+direct calls that it escapes (`direct.DirectCalls.escape`): another process may now ask the
+node for it.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from nbdist.backends.base import current
+from nbdist.ids import hex_id
+from nbdist.wire import serialization
+
+
+class ObjectRef:
+    """A reference to a value in the cluster (possibly not computed yet)."""
+
+    __slots__ = ("id", "__weakref__")
+
+    def __init__(self, oid: int, _add: bool = True) -> None:
+        self.id = oid
+        client = current.client
+        if client is not None:
+            client._hold(oid, _add)
+
+    def __del__(self) -> None:
+        client = current.client
+        if client is not None:
+            client._release(self.id)
+
+    def __reduce__(self) -> Any:
+        contained = serialization.context.contained
+        if contained is not None:
+            contained.append(self.id)
+        client = current.client
+        if client is not None and client.direct is not None:
+            client.direct.escape(self.id)  # another process may ask the node for it
+        return (_rebuild_ref, (self.id,))
+
+    def hex(self) -> str:
+        return hex_id(self.id)
+
+    def binary(self) -> bytes:
+        return self.id.to_bytes(16, "big")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ObjectRef) and other.id == self.id
+
+    def __hash__(self) -> int:
+        return hash(self.id)
+
+    def __repr__(self) -> str:
+        return f"ObjectRef({self.hex()})"
+
+    def future(self) -> Any:
+        """A concurrent.futures.Future resolved with the value (or its error)."""
+        import concurrent.futures
+
+        fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+        def resolve() -> None:
+            try:
+                fut.set_result(current.backend.get([self], None)[0])
+            except BaseException as exc:
+                fut.set_exception(exc)
+
+        threading.Thread(target=resolve, name="nbdist-future", daemon=True).start()
+        return fut
+
+    def __await__(self) -> Any:
+        import asyncio
+
+        return asyncio.wrap_future(self.future()).__await__()
+
+
+def _rebuild_ref(oid: int) -> ObjectRef:
+    return ObjectRef(oid, True)
