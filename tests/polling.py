@@ -105,3 +105,21 @@ def importable_env(env: dict[str, str] | None = None) -> dict[str, str]:
     rest = base.get("PYTHONPATH")
     base["PYTHONPATH"] = TESTS_DIR + (os.pathsep + rest if rest else "")
     return base
+
+
+def assert_ray_session_gone(session_dir: str, what: str, timeout: float = 30.0) -> None:
+    """Every process of the Ray session at ``session_dir`` ends within ``timeout``; any left
+    then is killed (so one failure does not leak into later tests) and the assertion names it
+    as having outlived ``what``."""
+    import signal
+
+    from nbdist.backends.ray.guard import session_pids
+
+    if not session_dir:
+        return
+    session_dir = os.path.realpath(session_dir)
+    until(lambda: not session_pids(session_dir, {os.getpid()}), timeout=timeout, interval=0.1)
+    left = session_pids(session_dir, {os.getpid()})
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"processes {sorted(left)} of Ray session {session_dir} outlived {what}"

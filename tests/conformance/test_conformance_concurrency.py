@@ -17,16 +17,13 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from polling import until
-
-from nbdist.backends.ray.guard import session_pids
+from polling import assert_ray_session_gone
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -48,15 +45,7 @@ def _run_child(backend: str) -> dict[str, Any]:
 
 
 def _no_leftovers(session_dir: str) -> None:
-    if not session_dir:
-        return
-    session_dir = os.path.realpath(session_dir)
-    until(lambda: not session_pids(session_dir, {os.getpid()}), timeout=LEFTOVER_TIMEOUT_S,
-          interval=0.1)
-    left = session_pids(session_dir, {os.getpid()})
-    for pid in left:
-        os.kill(pid, signal.SIGKILL)
-    assert not left, f"processes {sorted(left)} of {session_dir} outlived the child"
+    assert_ray_session_gone(session_dir, "the child", LEFTOVER_TIMEOUT_S)
 
 
 @pytest.fixture(scope="module", params=["nbdist", "ray", "ray-itself"])

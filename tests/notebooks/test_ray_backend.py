@@ -26,7 +26,7 @@ import pytest
 from jupyter_client import KernelManager
 from nbclient import NotebookClient
 from outputs import find
-from polling import importable_env, poll, until
+from polling import assert_ray_session_gone, importable_env, poll
 
 from nbdist.backends.ray.guard import session_pids
 
@@ -35,16 +35,10 @@ pytestmark = pytest.mark.timeout(420)
 NOTEBOOKS = os.path.join(os.path.dirname(__file__), "..", "..", "notebooks")
 START = "%nbdist start --num-cpus 2"
 SESSION_RE = re.compile(r"\(session (/\S+)\)")
-LEFTOVER_TIMEOUT_S = 30.0
 
 
 def _wait_gone(session_dir: str) -> None:
-    until(lambda: not session_pids(session_dir, {os.getpid()}), timeout=LEFTOVER_TIMEOUT_S,
-          interval=0.1)
-    left = session_pids(session_dir, {os.getpid()})
-    for pid in left:
-        os.kill(pid, signal.SIGKILL)
-    assert not left, f"processes {sorted(left)} of Ray session {session_dir} outlived the kernel"
+    assert_ray_session_gone(session_dir, "the kernel")
 
 
 def test_01_tasks_runs_on_ray(cell_text) -> None:
