@@ -15,6 +15,7 @@
  */
 
 import { Lane, StableLayout } from './layout';
+import { RunsState } from './runs';
 import {
   Actor,
   ClusterNode,
@@ -121,6 +122,8 @@ export class PanelModel {
   nodes = new Map<string, ClusterNode>();
   actors = new Map<string, Actor>();
   totals: Totals = { ...EMPTY_TOTALS };
+  /** Library runs (Tune searches, Train runs), with their own revision counter. */
+  runs = new RunsState();
   revisions: Revisions = { graph: 0, objects: 0, waits: 0, cluster: 0 };
 
   private layout = new StableLayout();
@@ -190,6 +193,7 @@ export class PanelModel {
     this.upsertWorkers(msg.workers);
     this.nodes = new Map(Object.entries(msg.nodes));
     this.actors = new Map(Object.entries(msg.actors));
+    this.runs.applySnapshot(msg.runs);
     this.revisions.graph++;
     this.revisions.objects++;
     this.revisions.waits++;
@@ -220,6 +224,7 @@ export class PanelModel {
     this.upsertWorkers(msg.workers);
     upsert(this.nodes, msg.nodes);
     upsert(this.actors, msg.actors);
+    this.runs.applyDelta(msg.runs, msg.runs_removed);
     // Totals and the cluster flag come with every message: the header always redraws.
     this.revisions.cluster++;
   }

@@ -17,6 +17,7 @@ import { KernelLink } from './connection';
 import { GraphView, summarize } from './graphview';
 import { GraphNode, PanelModel } from './model';
 import { Task } from './protocol';
+import { RunsView } from './runsview';
 import {
   el,
   formatBytes,
@@ -43,6 +44,7 @@ export class NbdistPanel extends Widget {
   private readonly objects: ObjectsView;
   private readonly waits: WaitsView;
   private readonly workers: WorkersView;
+  private readonly runs: RunsView;
   private readonly status = el('span', 'nbdist-status');
   private readonly totals = el('span', 'nbdist-totals');
   private readonly message = el('div', 'nbdist-message');
@@ -75,6 +77,7 @@ export class NbdistPanel extends Widget {
     this.objects = new ObjectsView(this.model, id => this.taskName(id));
     this.waits = new WaitsView(this.model, tag => this.cells.label(tag));
     this.workers = new WorkersView(this.model);
+    this.runs = new RunsView(this.model);
 
     const header = el('header', 'nbdist-header');
     const refresh = el('button', 'nbdist-button', 'Refresh');
@@ -85,7 +88,7 @@ export class NbdistPanel extends Widget {
     const side = el('div', 'nbdist-side');
     side.append(this.details, this.waits.node);
     const grid = el('div', 'nbdist-grid');
-    grid.append(this.graph.node, side, this.objects.node, this.workers.node);
+    grid.append(this.graph.node, this.runs.node, side, this.objects.node, this.workers.node);
     this.node.append(header, this.message, grid);
     this.renderDetails();
   }
@@ -129,6 +132,7 @@ export class NbdistPanel extends Widget {
     this.waits.render();
     this.objects.render();
     this.workers.render();
+    this.runs.render();
     if (this.detailsRevision !== this.model.revisions.graph) {
       this.renderDetails();
     }

@@ -134,6 +134,39 @@ export interface Totals {
   dropped_events: number;
 }
 
+/** [report number, iteration, value]: a point of a learning curve */
+export type CurvePoint = [number, number, number];
+/** [report number, iteration, kind, note]; kind: stopped, error, checkpoint, restart */
+export type RunMark = [number, number, string, string];
+
+/** A member of a library run: a Tune trial, or a Train worker ("rank N"). */
+export interface RunMember {
+  id: string;
+  status: string;
+  iteration: number;
+  config: Record<string, string>;
+  metrics: Record<string, number>;
+  note: string;
+  /** records folded so far: points and marks numbered above the last held are news */
+  reports: number;
+  /** metric -> points (all kept in a snapshot, the news in a delta) */
+  curves: Record<string, CurvePoint[]>;
+  marks: RunMark[];
+  updated: number;
+}
+
+/** A Tune search or a Train run, keyed "<library>:<run>". */
+export interface Run {
+  id: string;
+  library: string;
+  name: string;
+  /** the metrics followed as curves */
+  metrics: string[];
+  /** every member in a snapshot, the changed ones in a delta */
+  members: Record<string, RunMember>;
+  updated: number;
+}
+
 interface StateMessage {
   schema: number;
   seq: number;
@@ -153,6 +186,8 @@ interface StateMessage {
   as_of?: number;
   /** on deltas with new records: each was published after this time */
   news_since?: number;
+  /** library runs (snapshot: all; delta: those that changed) */
+  runs?: Record<string, Run>;
 }
 
 export interface Snapshot extends StateMessage {
@@ -164,6 +199,8 @@ export interface Delta extends StateMessage {
   tasks_removed: string[];
   objects_removed: string[];
   waits_removed: string[];
+  /** runs that aged out */
+  runs_removed?: string[];
 }
 
 export interface ErrorMessage {

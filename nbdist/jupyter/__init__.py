@@ -10,6 +10,9 @@ This package sees only nbdist's public names and ``nbdist.events``; the engine n
                       an interrupted get/wait as one line
     interrupt         KeyboardInterrupt cancels the cell's tasks     (output.CellRouter)
     display           ObjectRef HTML, get/wait progress bars, Out[] rule  (display.py)
+    runs              a live view per library run (Tune search, Train     (runview.py)
+                      run) in the cell that started it; trials' output
+                      grouped per trial
     comm bridge       target "nbdist" for the JupyterLab panel       (bridge.py, if present)
 
 ``unload_ipython_extension(ip)`` removes all of it; loading twice is a no-op.
@@ -24,9 +27,11 @@ from typing import Any
 
 import nbdist
 from nbdist import events
+from nbdist.jupyter import plots
 from nbdist.jupyter.display import WAIT_KINDS, HistoryGuard, ProgressBars, ref_html
 from nbdist.jupyter.magics import NbdistMagics
 from nbdist.jupyter.output import CellRouter
+from nbdist.jupyter.runview import RunViews
 
 __all__ = ["load_ipython_extension", "unload_ipython_extension"]
 
@@ -39,6 +44,7 @@ class _Extension:
         self.router = CellRouter(ip)
         self.guard = HistoryGuard(ip)
         self.progress = ProgressBars(self._show_in_cell)
+        self.runs = RunViews(self._show_run_view, lambda: self.router.current_tag)
         self._unsubscribe: list[Callable[[], None]] = []
 
     def install(self) -> None:
@@ -55,11 +61,15 @@ class _Extension:
         html = ip.display_formatter.formatters["text/html"]
         html.for_type(nbdist.ObjectRef, ref_html)
         self._unsubscribe.append(events.subscribe(self.progress.on_events, WAIT_KINDS))
+        self._unsubscribe.append(events.subscribe(self.runs.on_events, ["run_update"]))
+        self.router.take_output = self.runs.take_output
 
     def uninstall(self) -> None:
         ip = self.ip
         for unsubscribe in self._unsubscribe:
             unsubscribe()
+        self.runs.close()
+        self.router.take_output = None
         for name, cb in (("pre_run_cell", self.router.pre_run_cell),
                          ("pre_run_cell", self.guard.pre_run_cell),
                          ("post_run_cell", self.router.post_run_cell),
@@ -75,6 +85,15 @@ class _Extension:
         from IPython.display import display
 
         self.router.display_in_cell(tag, lambda: display(widget))
+
+    def _show_run_view(self, tag: str | None, widget: Any) -> None:
+        from IPython.display import display
+
+        def show() -> None:
+            plots.load_bokeh()  # once per frontend connection
+            display(widget)
+
+        self.router.display_in_cell(tag, show)
 
 
 _installed: dict[int, _Extension] = {}

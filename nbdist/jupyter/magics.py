@@ -151,7 +151,23 @@ def status_html() -> str:
                     f"<td>{node.get('ObjectStoreUsed', 0) / 2**20:.1f} MiB</td></tr>")
     return ("<table class='nbdist-status'><thead><tr><th>node</th><th>state</th>"
             "<th>resources (used / total)</th><th>workers</th><th>object store used</th>"
-            f"</tr></thead><tbody>{''.join(rows)}</tbody></table>")
+            f"</tr></thead><tbody>{''.join(rows)}</tbody></table>{_metrics_html()}")
+
+
+def _metrics_html() -> str:
+    """The application metrics (`nbdist.util.metrics`), one row per metric and tags."""
+    rows = []
+    for m in nbdist.util.metrics.snapshot():
+        tags = ", ".join(f"{k}={v}" for k, v in sorted(m["tags"].items()))
+        value = (f"{m['value']:g}" if "value" in m else
+                 f"count {m['count']}, mean {m['sum'] / max(1, m['count']):g}, buckets "
+                 f"{m['buckets']} (≤ {m['boundaries']})")
+        rows.append(f"<tr><td><code>{html.escape(m['name'])}</code></td><td>{m['kind']}</td>"
+                    f"<td>{html.escape(tags)}</td><td>{html.escape(value)}</td></tr>")
+    if not rows:
+        return ""
+    return ("<table class='nbdist-metrics'><thead><tr><th>metric</th><th>kind</th><th>tags</th>"
+            f"<th>value</th></tr></thead><tbody>{''.join(rows)}</tbody></table>")
 
 
 def _workers_html(workers: list[Any]) -> str:

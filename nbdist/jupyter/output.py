@@ -59,6 +59,8 @@ class CellRouter:
         self._parents: collections.OrderedDict[str, dict[str, Any]] = collections.OrderedDict()
         self.current_tag: str | None = None
         self._cancelled_tag: str | None = None  # the interrupt handler already cancelled it
+        # Takes the lines it shows elsewhere (trials' output, runview.py), returns the rest.
+        self.take_output: Callable[[list[events.Output]], list[events.Output]] | None = None
 
     # -- cell lifecycle (IPython events, main thread) --------------------------------------
 
@@ -96,6 +98,8 @@ class CellRouter:
     def handle_output(self, lines: list[events.Output]) -> bool:
         if getattr(self.ip, "kernel", None) is None:
             return False  # no kernel to route through: let the driver print
+        if self.take_output is not None:
+            lines = self.take_output(lines)
         for tag, group in _group_by_tag(lines):
             self.display_in_cell(tag, functools.partial(_write, group))
         return True

@@ -1,0 +1,1 @@
+"""Running trials: the controller loop, the trial actors, storage and event records."""
