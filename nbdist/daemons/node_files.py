@@ -120,7 +120,7 @@ class NodeFiles:
         return memoryview(mm)[:n]
 
     def shm_path(self, oid: int) -> str:
-        return self.shm_path(oid)
+        return os.path.join(self.shm_dir, P.shm_name(self.node_pid, oid))
 
     # ---------------------------------------------------------------- spilling
     # The file I/O only: which objects go to disk, and when, is the object table's policy
