@@ -1,0 +1,171 @@
+"""nbdist.train against Ray Train 2.60: the same training programs on both, in one sitting.
+
+    .venv/bin/python benchmarks/train_vs_ray.py [--only startup1,startup2,lenet]
+        [--engines single,nbdist,ray] [--steps 300] [--json FILE]
+
+Each (scenario, engine) runs in a fresh interpreter: ``init(num_cpus=2)`` first (not timed).
+The program is the same text for both engines (``import nbdist as ray; from nbdist import
+train`` or Ray's own), with a throwaway ``storage_path``.
+
+Scenarios:
+    startup1, startup2   a no-op ``TorchTrainer`` with 1 and 2 workers: seconds from ``fit()``
+                         to its return (group start, process group set up, function, end)
+    bare2                the same with ``DataParallelTrainer`` (no framework: no torch import
+                         in the workers), 2 workers: the trainer's own start-up cost
+    lenet                the seed's LeNet (44,426 parameters) on synthetic 28x28 images, batch
+                         64 per worker, SGD, one torch thread per process: samples/s over
+                         ``--steps`` steps after 20 warm-up steps. Engine ``single`` is one
+                         plain process (no trainer); ``nbdist`` and ``ray`` run 2 DDP workers
+                         (gloo). The DDP runs also time an allreduce of the gradient's size
+                         (44,426 float32, 178 KB) and the step's compute alone, the two figures
+                         that place the crossover (see docs/train.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+SCENARIOS = ("startup1", "startup2", "bare2", "lenet")
+ENGINES = ("single", "nbdist", "ray")
+BATCH = 64
+WARMUP = 20
+
+
+def lenet() -> Any:
+    import torch.nn as nn
+
+    return nn.Sequential(
+        nn.Conv2d(1, 6, 5), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+        nn.Linear(16 * 4 * 4, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, 10))
+
+
+def run_steps(model: Any, steps: int) -> float:
+    """Seconds for ``steps`` SGD steps on one synthetic batch, after the warm-up."""
+    import torch
+
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    generator = torch.Generator().manual_seed(0)
+    x = torch.rand(BATCH, 1, 28, 28, generator=generator)
+    y = torch.randint(0, 10, (BATCH,), generator=generator)
+
+    def step() -> None:
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+    for _ in range(WARMUP):
+        step()
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    return time.perf_counter() - start
+
+
+def lenet_loop(config: dict[str, Any]) -> None:
+    """The training function of the DDP runs, for either engine (``config["train"]``)."""
+    import torch
+    import torch.distributed as dist
+
+    train = importlib.import_module(config["train"])
+    train_torch = importlib.import_module(config["train"] + ".torch")
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    plain = lenet()
+    compute_s = run_steps(plain, config["steps"] // 4) / (config["steps"] // 4)
+    world = train.get_context().get_world_size()
+    dist.barrier()
+    seconds = run_steps(train_torch.prepare_model(lenet()), config["steps"])
+    gradient = torch.zeros(sum(p.numel() for p in plain.parameters()))
+    dist.barrier()
+    start = time.perf_counter()
+    for _ in range(50):
+        dist.all_reduce(gradient)
+    allreduce_s = (time.perf_counter() - start) / 50
+    train.report({"samples_per_s": config["steps"] * BATCH * world / seconds,
+                  "step_s": seconds / config["steps"], "compute_s": compute_s,
+                  "allreduce_s": allreduce_s})
+
+
+def noop() -> None:
+    pass
+
+
+def child(scenario: str, engine: str, steps: int) -> dict[str, Any]:
+    if engine == "single":
+        import torch
+
+        torch.set_num_threads(1)
+        torch.manual_seed(0)
+        seconds = run_steps(lenet(), steps)
+        return {"samples_per_s": steps * BATCH / seconds, "step_s": seconds / steps}
+    ray = importlib.import_module("nbdist" if engine == "nbdist" else "ray")
+    train = importlib.import_module(f"{ray.__name__}.train")
+    train_torch = importlib.import_module(f"{ray.__name__}.train.torch")
+    ray.init(num_cpus=2)
+    storage = tempfile.TemporaryDirectory(prefix="train-bench-")
+    run_config = train.RunConfig(storage_path=storage.name)
+    try:
+        if scenario.startswith(("startup", "bare")):
+            cls = train.DataParallelTrainer if scenario == "bare2" else train_torch.TorchTrainer
+            trainer = cls(noop, scaling_config=train.ScalingConfig(num_workers=int(scenario[-1])),
+                          run_config=run_config)
+            start = time.perf_counter()
+            trainer.fit()
+            return {"seconds": time.perf_counter() - start}
+        trainer = train_torch.TorchTrainer(
+            lenet_loop, train_loop_config={"train": train.__name__, "steps": steps},
+            scaling_config=train.ScalingConfig(num_workers=2), run_config=run_config)
+        return dict(trainer.fit().metrics)
+    finally:
+        ray.shutdown()
+        storage.cleanup()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default=",".join(SCENARIOS))
+    parser.add_argument("--engines", default=",".join(ENGINES))
+    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--json")
+    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print("RESULT " + json.dumps(child(*args.child, args.steps)))
+        return
+    print(f"cores: {os.cpu_count()}, load average: {os.getloadavg()[0]:.1f}")
+    results: dict[str, dict[str, Any]] = {}
+    for scenario in args.only.split(","):
+        for engine in args.engines.split(","):
+            if (engine == "single") != (scenario == "lenet") and engine == "single":
+                continue
+            results[f"{scenario}/{engine}"] = figures = _run_child(scenario, engine, args.steps)
+            print(f"{scenario:9} {engine:7} " + "  ".join(
+                f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                for k, v in figures.items()), flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"cores": os.cpu_count(), "results": results}, f, indent=1)
+
+
+def _run_child(scenario: str, engine: str, steps: int) -> dict[str, Any]:
+    out = subprocess.run([sys.executable, __file__, "--steps", str(steps), "--child", scenario,
+                          engine], capture_output=True, text=True, timeout=900)
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]
+    if out.returncode or not lines:
+        return {"error": (out.stderr or out.stdout)[-300:].strip().replace("\n", " | ")}
+    figures: dict[str, Any] = json.loads(lines[-1][len("RESULT "):])
+    return figures
+
+
+if __name__ == "__main__":
+    main()

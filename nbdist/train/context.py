@@ -1,0 +1,171 @@
+"""The training function's side of a run: ``report``, ``get_context``, ``get_checkpoint``,
+``get_dataset_shard`` (Ray Train's functions), called inside a worker of the group.
+
+One `Session` per worker process, set by the worker actor (`worker_group.TrainWorker`) before
+it calls the training function and cleared after. ``report`` appends to the session's list and
+wakes the actor's ``poll``, which hands new reports to the driver; the driver, not the worker,
+decides which checkpoints are kept. A checkpoint reported by rank 0 is copied at once under
+the run's directory (``checkpoint_NNNNNN``, numbered by report across restarts), so the copy
+outlives the worker and the temporary directory the function wrote it in; other ranks'
+checkpoints are not kept (in data parallelism every replica holds the same state).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from nbdist.tune.checkpoint import Checkpoint
+
+
+@dataclass(frozen=True)
+class TrainContext:
+    """Where this worker stands in its group (``train.get_context()``)."""
+
+    world_rank: int
+    world_size: int
+    local_rank: int
+    local_world_size: int
+    node_rank: int
+    experiment_name: str
+    storage_path: str
+    use_gpu: bool = False
+
+    def get_world_rank(self) -> int:
+        return self.world_rank
+
+    def get_world_size(self) -> int:
+        return self.world_size
+
+    def get_local_rank(self) -> int:
+        return self.local_rank
+
+    def get_local_world_size(self) -> int:
+        return self.local_world_size
+
+    def get_node_rank(self) -> int:
+        return self.node_rank
+
+    def get_experiment_name(self) -> str:
+        return self.experiment_name
+
+    def get_trial_name(self) -> str:
+        return self.experiment_name
+
+    def get_storage(self) -> str:
+        return self.storage_path
+
+
+@dataclass(frozen=True)
+class Report:
+    """One ``train.report``: its number in the run, the metrics, the kept checkpoint's path."""
+
+    index: int
+    metrics: dict[str, Any]
+    checkpoint_path: str | None
+
+
+@dataclass(frozen=True)
+class SessionStart:
+    """What the driver sends a worker to start a session with (a `Session` holds a lock)."""
+
+    context: TrainContext
+    run_dir: str
+    next_index: int
+    checkpoint: Checkpoint | None
+
+
+@dataclass
+class Session:
+    context: TrainContext
+    run_dir: str
+    next_index: int = 0
+    checkpoint: Checkpoint | None = None
+    datasets: dict[str, Any] = field(default_factory=dict)
+    reports: list[Report] = field(default_factory=list)
+    finished: bool = False
+    changed: threading.Condition = field(default_factory=threading.Condition)
+
+    def add(self, report: Report) -> None:
+        with self.changed:
+            self.reports.append(report)
+            self.changed.notify_all()
+
+    def finish(self) -> None:
+        with self.changed:
+            self.finished = True
+            self.changed.notify_all()
+
+    def take(self, timeout: float) -> tuple[list[Report], bool]:
+        """The reports not taken yet, waiting up to ``timeout`` s for one (or the end)."""
+        with self.changed:
+            if not self.reports and not self.finished:
+                self.changed.wait(timeout)
+            taken, self.reports = self.reports, []
+            return taken, self.finished
+
+
+_session: Session | None = None
+
+
+def set_session(session: Session | None) -> None:
+    global _session
+    _session = session
+
+
+def _current(what: str) -> Session:
+    if _session is None:
+        raise RuntimeError(
+            f"train.{what}() works only inside a training function run by a trainer "
+            "(TorchTrainer, TensorflowTrainer, DataParallelTrainer or Trainer.run).")
+    return _session
+
+
+def get_context() -> TrainContext:
+    """This worker's rank, world size, local rank, node rank and experiment name."""
+    return _current("get_context").context
+
+
+def get_checkpoint() -> Checkpoint | None:
+    """The checkpoint to resume from: the latest reported before a restart, or the trainer's
+    ``resume_from_checkpoint``; None on a fresh start."""
+    return _current("get_checkpoint").checkpoint
+
+
+def get_dataset_shard(dataset_name: str | None = None) -> Any:
+    """This worker's share of a dataset passed to the trainer as ``datasets={name: ...}``."""
+    session = _current("get_dataset_shard")
+    if dataset_name is None and len(session.datasets) == 1:
+        return next(iter(session.datasets.values()))
+    if dataset_name not in session.datasets:
+        raise KeyError(f"No dataset called {dataset_name!r} was passed to the trainer; it has "
+                       f"{sorted(session.datasets)}.")
+    return session.datasets[dataset_name]
+
+
+def report(metrics: dict[str, Any], checkpoint: Checkpoint | None = None,
+           checkpoint_dir_name: str | None = None) -> None:
+    """Report this step's metrics (and, from rank 0, a checkpoint to keep) to the driver."""
+    session = _current("report")
+    index = session.next_index
+    session.next_index += 1
+    kept = None
+    if checkpoint is not None and session.context.world_rank == 0:
+        name = checkpoint_dir_name or f"checkpoint_{index:06d}"
+        kept = _persist(checkpoint.path, os.path.join(session.run_dir, name))
+    session.add(Report(index, dict(metrics), kept))
+
+
+def _persist(source: str, target: str) -> str:
+    """Copy ``source`` to ``target`` whole or not at all: a worker killed mid-copy leaves a
+    temporary directory, never a half checkpoint under the kept name."""
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    partial = f"{target}.partial-{os.getpid()}"
+    shutil.rmtree(partial, ignore_errors=True)
+    shutil.copytree(source, partial)
+    shutil.rmtree(target, ignore_errors=True)
+    os.replace(partial, target)
+    return target

@@ -1,0 +1,270 @@
+"""The driver's loop of a training run: start the gang, follow its reports, keep checkpoints,
+restart after failures, publish progress.
+
+One `Controller` per ``fit()``, in the driver's thread. An attempt starts a `WorkerGroup`,
+calls ``run`` on every worker and long-polls each one (``poll``) for reports while waiting on
+all those calls together, so a report, a finished worker and a dead one are each noticed as
+soon as they happen. The first failure ends the attempt: the whole group is killed (its peers
+may be blocked in a collective waiting for the dead one), and a new group starts from the
+latest kept checkpoint while ``FailureConfig.max_failures`` allows. Rank 0's reports are the
+run's metrics (and, when ``fit`` runs inside a Tune trial, the trial's reports); each rank's reports are published as ``RunUpdate`` records (``member="rank
+N"``) for the views that follow the run. Whatever ends ``run`` (an interrupt included), the
+group's processes are killed before it returns or raises.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import os
+import shutil
+import time
+from typing import TYPE_CHECKING, Any
+
+import nbdist
+from nbdist import events
+from nbdist.exceptions import ActorDiedError
+from nbdist.tune.checkpoint import Checkpoint
+
+from .checkpoint_manager import CheckpointManager
+from .config import FailureConfig
+from .context import Report, SessionStart
+from .errors import WorkerGroupError, describe_failure, root_rank
+from .result import Result
+from .worker_group import WORKER_START_TIMEOUT_S, WorkerGroup
+
+if TYPE_CHECKING:
+    from .trainer import DataParallelTrainer
+
+logger = logging.getLogger(__name__)
+
+# How long a worker's poll waits for a report before answering empty: bounds how long an
+# interrupt or a failure elsewhere can go unnoticed by the loop, not how fast reports arrive.
+POLL_S = 0.5
+# How long a worker group may take to start before the attempt fails (Ray's variable's name).
+START_TIMEOUT_ENV = "NBDIST_TRAIN_WORKER_GROUP_START_TIMEOUT_S"
+
+
+def default_run_name() -> str:
+    return "nbdist_train_run-" + datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S_%f")[:-3]
+
+
+class Controller:
+    def __init__(self, trainer: DataParallelTrainer) -> None:
+        self.trainer = trainer
+        run_config = trainer.run_config
+        self.name = run_config.name or default_run_name()
+        self.run_dir = os.path.join(run_config.resolved_storage_path(), self.name)
+        self.failure_config = run_config.failure_config or FailureConfig()
+        self.manager = CheckpointManager(run_config.checkpoint_config)
+        self.num_workers = trainer.scaling_config.num_workers
+        self.history: list[dict[str, Any]] = []  # rank 0's metrics, one per report
+        self.iterations = [0] * self.num_workers
+        self.last_metrics: list[dict[str, Any]] = [{} for _ in range(self.num_workers)]
+        self.start_timeout = float(os.environ.get(START_TIMEOUT_ENV, WORKER_START_TIMEOUT_S))
+        self.tune_report = _tune_report()
+
+    def run(self) -> Result:
+        if not nbdist.is_initialized():
+            nbdist.init()
+        os.makedirs(self.run_dir, exist_ok=True)
+        datasets = nbdist.put(self.trainer.datasets)
+        failures = 0
+        try:
+            while True:
+                values, failed = self._attempt(datasets)
+                if not failed:
+                    self._publish_all("TERMINATED", "")
+                    return self._result(return_value=values.get(0))
+                failures += 1
+                limit = self.failure_config.max_failures
+                rank = root_rank(failed)
+                if limit != -1 and failures > limit:
+                    return self._failed(failed, failures)
+                how = "died" if isinstance(failed[rank], ActorDiedError) else "failed"
+                self._publish_all("RESTARTING", f"restart {failures} after worker {rank} "
+                                  f"{how}: {_short(failed[rank])}")
+        except Exception as exc:
+            self._publish_all("ERROR", _short(exc))
+            raise
+        except BaseException as exc:  # an interrupt, or Tune stopping the trial that runs fit
+            self._publish_all("ERROR" if isinstance(exc, KeyboardInterrupt) else "TERMINATED",
+                              "interrupted" if isinstance(exc, KeyboardInterrupt) else "stopped")
+            raise
+
+    def _attempt(self, datasets: Any) -> tuple[dict[int, Any], dict[int, BaseException]]:
+        trainer, scaling = self.trainer, self.trainer.scaling_config
+        group = WorkerGroup(self.num_workers, scaling.worker_resources(),
+                            scaling.placement_strategy, self.start_timeout)
+        try:
+            contexts = group.contexts(self.name, os.path.dirname(self.run_dir), scaling.use_gpu)
+            values, failed = gather(group.setup_refs(contexts, trainer.backend_config))
+            if failed:
+                return values, failed
+            checkpoint = self.manager.latest or trainer.resume_from_checkpoint
+            start = len(self.history)
+            self._publish_all("RUNNING", "")
+            runs = [actor.run.remote(trainer.train_loop_per_worker, trainer.train_loop_config,
+                                     SessionStart(contexts[rank], self.run_dir, start,
+                                                  checkpoint), datasets)
+                    for rank, actor in enumerate(group.actors)]
+            values, failed = self._follow(group, runs)
+            if not failed:
+                _, failed = gather([a.teardown.remote() for a in group.actors])
+            return values, failed
+        finally:
+            group.kill()
+
+    def _follow(self, group: WorkerGroup,
+                runs: list[Any]) -> tuple[dict[int, Any], dict[int, BaseException]]:
+        """Wait on every worker's run and poll until all are done or one fails."""
+        polls = {rank: a.poll.remote(POLL_S) for rank, a in enumerate(group.actors)}
+        running = dict(enumerate(runs))
+        values: dict[int, Any] = {}
+        failed: dict[int, BaseException] = {}
+        while (running or polls) and not failed:
+            watched = [(ref, "poll", r) for r, ref in polls.items()] + \
+                      [(ref, "run", r) for r, ref in running.items()]
+            ready, _ = nbdist.wait([w[0] for w in watched], num_returns=1, timeout=2 * POLL_S)
+            for ref, kind, rank in watched:
+                if ref not in ready:
+                    continue
+                (polls if kind == "poll" else running).pop(rank)
+                try:
+                    value = nbdist.get(ref)
+                except Exception as exc:
+                    failed[rank] = self._cause(exc, running.get(rank))
+                    continue
+                if kind == "run":
+                    values[rank] = value
+                    continue
+                reports, finished = value
+                self._take(rank, reports)
+                if not finished:
+                    polls[rank] = group.actors[rank].poll.remote(POLL_S)
+        if failed:
+            failed.update(_more_failures(running, failed))
+        return values, failed
+
+    @staticmethod
+    def _cause(error: BaseException, run_ref: Any) -> BaseException:
+        """A failed poll means a dead worker; its ``run`` call says how it died, when it can."""
+        if run_ref is None:
+            return error
+        ready, _ = nbdist.wait([run_ref], timeout=POLL_S)
+        if not ready:
+            return error
+        try:
+            nbdist.get(run_ref)
+        except Exception as exc:
+            return exc
+        return error
+
+    def _take(self, rank: int, reports: list[Report]) -> None:
+        for report in reports:
+            self.iterations[rank] = report.index + 1
+            self.last_metrics[rank] = report.metrics
+            note = ""
+            if rank == 0:
+                self.history.append(report.metrics)
+                if report.checkpoint_path is not None:
+                    self._keep(report)
+                    note = "checkpoint saved"
+                if self.tune_report is not None:
+                    path = report.checkpoint_path
+                    self.tune_report(report.metrics,
+                                     checkpoint=None if path is None else Checkpoint(path))
+            self._publish(rank, "RUNNING", note)
+
+    def _keep(self, report: Report) -> None:
+        assert report.checkpoint_path is not None
+        dropped = self.manager.register(report.index, Checkpoint(report.checkpoint_path),
+                                        report.metrics)
+        for checkpoint in dropped:
+            shutil.rmtree(checkpoint.path, ignore_errors=True)
+
+    def _publish(self, rank: int, status: str, note: str) -> None:
+        metrics = tuple((k, float(v)) for k, v in self.last_metrics[rank].items()
+                        if isinstance(v, (int, float)))
+        events.publish(events.RunUpdate(time.time(), "train", run=self.name,
+                                        member=f"rank {rank}", status=status,
+                                        iteration=self.iterations[rank], metrics=metrics,
+                                        note=note))
+
+    def _publish_all(self, status: str, note: str) -> None:
+        for rank in range(self.num_workers):
+            self._publish(rank, status, note)
+
+    def _failed(self, failed: dict[int, BaseException], attempts: int) -> Result:
+        details = "\n\n".join(describe_failure(r, e) for r, e in sorted(failed.items()))
+        error = WorkerGroupError(
+            f"Training failed after {attempts} attempt(s) (FailureConfig.max_failures="
+            f"{self.failure_config.max_failures}; set it higher, or -1, to restart more):\n"
+            f"{details}", failed)
+        rank = root_rank(failed)
+        self._publish_all("ERROR", f"worker {rank} failed: {_short(failed[rank])}")
+        return self._result(error=error)
+
+    def _result(self, error: WorkerGroupError | None = None, return_value: Any = None) -> Result:
+        import pandas
+
+        return Result(metrics=self.history[-1] if self.history else None,
+                      checkpoint=self.manager.latest, error=error, path=self.run_dir,
+                      metrics_dataframe=pandas.DataFrame(self.history),
+                      best_checkpoints=self.manager.best_checkpoints,
+                      return_value=return_value)
+
+
+def gather(refs: list[Any]) -> tuple[dict[int, Any], dict[int, BaseException]]:
+    """Each call's value by rank once all are done, or as soon as one fails (the others may
+    be waiting for it) with the errors so far."""
+    values: dict[int, Any] = {}
+    failed: dict[int, BaseException] = {}
+    pending = dict(enumerate(refs))
+    while pending and not failed:
+        ready, _ = nbdist.wait(list(pending.values()), num_returns=1, timeout=2 * POLL_S)
+        for rank, ref in list(pending.items()):
+            if ref in ready:
+                del pending[rank]
+                try:
+                    values[rank] = nbdist.get(ref)
+                except Exception as exc:
+                    failed[rank] = exc
+    return values, failed
+
+
+def _more_failures(running: dict[int, Any],
+                   failed: dict[int, BaseException]) -> dict[int, BaseException]:
+    """Failures of other ranks that follow the first within a moment: a dead worker makes its
+    peers' collectives fail too, and the dead one is the cause worth naming."""
+    pending = {rank: ref for rank, ref in running.items() if rank not in failed}
+    if not pending:
+        return {}
+    nbdist.wait(list(pending.values()), num_returns=len(pending), timeout=POLL_S)
+    more: dict[int, BaseException] = {}
+    ready, _ = nbdist.wait(list(pending.values()), num_returns=len(pending), timeout=0)
+    for rank, ref in pending.items():
+        if ref in ready:
+            try:
+                nbdist.get(ref)
+            except Exception as exc:
+                more[rank] = exc
+    return more
+
+
+def _tune_report() -> Any:
+    """``tune.report`` when this fit runs inside a Tune trial, so rank 0's reports become the
+    trial's (Ray Train's TuneReportCallback, implied); None elsewhere."""
+    try:
+        from nbdist import tune
+
+        tune.get_context()
+    except (ImportError, RuntimeError):
+        return None
+    return tune.report
+
+
+def _short(error: BaseException) -> str:
+    cause = getattr(error, "cause", None) or error
+    text = str(cause).strip().splitlines()
+    return f"{type(cause).__name__}: {text[0] if text else ''}"

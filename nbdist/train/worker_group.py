@@ -1,0 +1,198 @@
+"""The gang of worker actors that runs a training function, and its driver-side handle.
+
+The driver (`WorkerGroup`) reserves one bundle per worker all at once in a placement group
+(`reserve_gang`), starts a `TrainWorker` actor in each, and waits a bounded time for every one
+of them to answer: a group starts whole or not at all, because a framework that waits for a missing peer
+(TensorFlow's MultiWorkerMirroredStrategy ignores SIGTERM meanwhile) would otherwise block
+forever. Ranks follow node order so that the workers of a node have neighbouring ranks.
+
+A worker actor is threaded (``max_concurrency=2``): ``run`` holds one thread for the whole
+training function while ``poll`` answers the driver's long polls for reports on the other.
+Ending a group is ``nbdist.kill`` of every actor, which SIGKILLs the worker process, so a
+worker blocked in a collective with a dead peer ends too.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+import socket
+from collections.abc import Callable
+from typing import Any
+
+import nbdist
+from nbdist.util.placement_group import placement_group, remove_placement_group
+from nbdist.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+from .backend import BackendConfig, WorkerInfo
+from .context import Report, Session, SessionStart, TrainContext, set_session
+from .errors import WorkerGroupStartError
+
+logger = logging.getLogger(__name__)
+
+# Waiting longer than this for the gang's workers means the cluster cannot hold them now.
+WORKER_START_TIMEOUT_S = 30.0
+
+
+class TrainWorker:
+    """One worker of a training group (an actor)."""
+
+    def __init__(self, rank: int) -> None:
+        self.rank = rank
+        self.backend: BackendConfig | None = None
+        self.session: Session | None = None
+
+    def __repr__(self) -> str:
+        # Output lines from this actor are prefixed with its repr: the rank is what reads.
+        return f"TrainWorker(rank={self.rank})"
+
+    def info(self) -> WorkerInfo:
+        with socket.socket() as s:
+            s.bind(("", 0))
+            port = s.getsockname()[1]
+        node_id = nbdist.get_runtime_context().get_node_id()
+        return WorkerInfo(node_id, nbdist.util.get_node_ip_address(), os.getpid(), port)
+
+    def setup(self, rank: int, context: TrainContext, env: dict[str, str],
+              backend: BackendConfig) -> None:
+        self.rank = rank
+        os.environ.update(env)
+        self.backend = backend
+        backend.on_start(context)
+
+    def run(self, fn: Callable[..., Any], config: dict[str, Any] | None, start: SessionStart,
+            datasets: dict[str, Any]) -> Any:
+        context = start.context
+        session = Session(context, start.run_dir, start.next_index, start.checkpoint,
+                          {name: shard(ds, context.world_rank, context.world_size)
+                           for name, ds in datasets.items()})
+        self.session = session
+        set_session(session)
+        try:
+            if inspect.signature(fn).parameters:
+                return fn(config if config is not None else {})
+            return fn()
+        finally:
+            set_session(None)
+            session.finish()
+
+    def poll(self, timeout: float) -> tuple[list[Report], bool]:
+        if self.session is None:
+            return [], False
+        return self.session.take(timeout)
+
+    def teardown(self) -> None:
+        if self.backend is not None:
+            self.backend.on_shutdown()
+
+
+def shard(dataset: Any, rank: int, world_size: int) -> Any:
+    """Rank ``rank``'s share of ``dataset``: every ``world_size``-th item from ``rank`` on."""
+    if hasattr(dataset, "iloc"):  # a pandas frame
+        return dataset.iloc[rank::world_size]
+    if hasattr(dataset, "streaming_split"):  # a Ray Dataset, on backend="ray"
+        return dataset.streaming_split(world_size, equal=True)[rank]
+    return dataset[rank::world_size]
+
+
+def reserve_gang(bundle: dict[str, float], count: int, strategy: str,
+                 timeout: float) -> tuple[list[dict[str, Any]], Callable[[], None]]:
+    """Reserve ``count`` bundles at once in a placement group; returns the actor options that
+    place one worker in each, and the function that gives the reservation back. Fails after
+    ``timeout`` s if the cluster cannot hold the whole gang, having reserved nothing."""
+    group = placement_group([dict(bundle)] * count, strategy=strategy)
+    try:
+        placed = group.wait(timeout)
+    except BaseException:  # an interrupt while waiting: no reservation may outlive it
+        remove_placement_group(group)
+        raise
+    if not placed:
+        remove_placement_group(group)
+        raise WorkerGroupStartError(
+            f"{count} training workers of {bundle} could not be placed together within "
+            f"{timeout:g} s (free now: {nbdist.available_resources()}); a group starts whole "
+            "or not at all, so none was started.")
+    options = [{"num_cpus": bundle.get("CPU", 0.0), "num_gpus": bundle.get("GPU", 0.0),
+                "resources": {k: v for k, v in bundle.items() if k not in ("CPU", "GPU")},
+                "scheduling_strategy": PlacementGroupSchedulingStrategy(
+                    group, placement_group_bundle_index=i)}
+               for i in range(count)]
+    return options, lambda: remove_placement_group(group)
+
+
+class WorkerGroup:
+    """The driver's handle on a started group: actors in rank order and where they run."""
+
+    def __init__(self, num_workers: int, bundle: dict[str, float], strategy: str = "PACK",
+                 timeout: float = WORKER_START_TIMEOUT_S) -> None:
+        check_fits(bundle, num_workers)
+        per_worker, self._release = reserve_gang(bundle, num_workers, strategy, timeout)
+        cls = nbdist.remote(TrainWorker)
+        self.actors = [cls.options(max_concurrency=2, **opts).remote(i)
+                       for i, opts in enumerate(per_worker)]
+        try:
+            self.infos = self._await_start(timeout)
+        except BaseException:
+            self.kill()
+            raise
+        order = sorted(range(num_workers), key=lambda i: (self._node_order(i), i))
+        self.actors = [self.actors[i] for i in order]
+        self.infos = [self.infos[i] for i in order]
+
+    def _await_start(self, timeout: float) -> list[WorkerInfo]:
+        refs = [a.info.remote() for a in self.actors]
+        ready, pending = nbdist.wait(refs, num_returns=len(refs), timeout=timeout)
+        if pending:
+            raise WorkerGroupStartError(
+                f"{len(pending)} of {len(refs)} training workers did not start within "
+                f"{timeout:g} s in their reserved bundles; none was kept.")
+        try:
+            return list(nbdist.get(refs))
+        except nbdist.exceptions.ActorDiedError as exc:
+            raise WorkerGroupStartError(f"a training worker died while starting: {exc}") from exc
+
+    def _node_order(self, index: int) -> int:
+        nodes = list(dict.fromkeys(info.node_id for info in self.infos))
+        return nodes.index(self.infos[index].node_id)
+
+    def contexts(self, experiment_name: str, storage_path: str,
+                 use_gpu: bool) -> list[TrainContext]:
+        nodes = list(dict.fromkeys(info.node_id for info in self.infos))
+        out = []
+        for rank, info in enumerate(self.infos):
+            peers = [i for i, other in enumerate(self.infos) if other.node_id == info.node_id]
+            out.append(TrainContext(rank, len(self.infos), peers.index(rank), len(peers),
+                                    nodes.index(info.node_id), experiment_name, storage_path,
+                                    use_gpu))
+        return out
+
+    def setup_refs(self, contexts: list[TrainContext], backend: BackendConfig) -> list[Any]:
+        """Set each worker's environment and start the framework; one call per rank."""
+        envs = backend.worker_env(self.infos, contexts)
+        return [a.setup.remote(rank, contexts[rank], envs[rank], backend)
+                for rank, a in enumerate(self.actors)]
+
+    def kill(self) -> None:
+        """End every worker process now (SIGKILL), then give the reservation back."""
+        for actor in self.actors:
+            try:
+                nbdist.kill(actor)
+            except Exception:  # already gone, or the cluster went first
+                logger.debug("kill of %r failed", actor, exc_info=True)
+        try:
+            self._release()
+        except Exception:  # the cluster is gone, and the reservation with it
+            logger.debug("removing the placement group failed", exc_info=True)
+
+
+def check_fits(bundle: dict[str, float], count: int) -> None:
+    """Fail at once, not after a timeout, when the whole cluster could never hold the gang."""
+    total = nbdist.cluster_resources()
+    short = {k: (v * count, total.get(k, 0.0)) for k, v in bundle.items()
+             if v * count > total.get(k, 0.0)}
+    if short:
+        need = ", ".join(f"{k}: {n:g} needed, {t:g} in the cluster" for k, (n, t) in short.items())
+        raise WorkerGroupStartError(
+            f"{count} workers of {bundle} cannot fit in this cluster ({need}); lower "
+            "ScalingConfig.num_workers or resources_per_worker, or add nodes.")
