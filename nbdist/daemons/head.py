@@ -3,7 +3,7 @@
 Holds what must be global: the node table (id, address, pid, resources total and available, as
 last reported), named actors per namespace, and a small key-value table. Node daemons connect to
 it and relay their clients' queries (``HEAD_REQUEST``); it is never on a task's path. One thread,
-one `transport.Server` loop. It exits with its parent (``--parent-fd`` EOF or PDEATHSIG).
+one `server.Server` loop. It exits with its parent (``--parent-fd`` EOF or PDEATHSIG).
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ from typing import Any
 
 from nbdist import config as config_mod
 from nbdist.cluster import lifetime
+from nbdist.daemons.groups import GroupTable
 from nbdist.wire import protocol as P
-from nbdist.wire import transport
+from nbdist.wire import server, transport
 
 log = logging.getLogger("nbdist.daemons.head")
 
@@ -29,7 +30,7 @@ VIEW_S = 0.05
 
 class Head:
     def __init__(self, secret: bytes, cfg: config_mod.Config) -> None:
-        self.server = transport.Server(secret, self.on_messages, self.on_close,
+        self.server = server.Server(secret, self.on_messages, self.on_close,
                                        max_frame=cfg.max_frame_bytes,
                                        handshake_timeout=cfg.handshake_timeout_s)
         self.nodes: dict[str, dict[str, Any]] = {}
@@ -40,10 +41,11 @@ class Head:
         # Node index 1 is the node started together with the head; joining nodes ask for theirs
         # (it is the high part of every id their processes make, so it must be unique).
         self.next_node_index = 2
-        self.node_conns: dict[str, transport.Peer] = {}
+        self.node_conns: dict[str, server.Peer] = {}
         self._view_pending = False
+        self.groups = GroupTable(self._to_node, self._alive_nodes, can_grow=False)
 
-    def on_messages(self, peer: transport.Peer, msgs: list[Any]) -> None:
+    def on_messages(self, peer: server.Peer, msgs: list[Any]) -> None:
         for msg in msgs:
             op = msg[0]
             if op == P.NODE_REGISTER:
@@ -55,6 +57,7 @@ class Head:
                 self.next_node_index = max(self.next_node_index, info["node_index"] + 1)
                 self.node_conns[info["node_id"]] = peer
                 self._view_changed()
+                self.groups.changed()
                 log.info("node %s joined from %s (pid %s)", info["node_id"],
                          info.get("address", "?"), info.get("pid", "?"))
             elif op == P.NODE_UPDATE:
@@ -62,6 +65,7 @@ class Head:
                 if node is not None:
                     node.update(msg[1])
                     self._view_changed()
+                    self.groups.changed()
             elif op == P.HEAD_REQUEST:
                 _, token, name, args = msg
                 try:
@@ -91,7 +95,18 @@ class Head:
         for peer in self.node_conns.values():
             self.server.send(peer, (P.CLUSTER_VIEW, view))
 
+    def _to_node(self, index: int, msg: tuple) -> None:
+        for node_id, peer in self.node_conns.items():
+            if self.nodes[node_id]["node_index"] == index:
+                self.server.send(peer, msg)
+                return
+
+    def _alive_nodes(self) -> dict[int, dict[str, Any]]:
+        return {n["node_index"]: n for n in self.nodes.values() if n["alive"]}
+
     def handle(self, op: str, args: Any) -> Any:
+        if op.startswith("group_"):
+            return self._group_request(op, args)
         if op == "nodes":
             return [dict(n) for n in self.nodes.values()]
         if op == "alloc_node_index":
@@ -134,13 +149,35 @@ class Head:
             return self.kv.get(args)
         raise ValueError(f"unknown head request {op!r}")
 
-    def on_close(self, peer: transport.Peer) -> None:
+    def _group_request(self, op: str, args: Any) -> Any:
+        groups = self.groups
+        if op == "group_create":
+            if args.get("namespace") is None:  # made by a task: its job's namespace
+                args["namespace"] = self.kv.get(f"job_namespace:{args.get('job')}", "")
+            return groups.create(args)
+        if op == "group_remove":
+            return groups.remove(args)
+        if op == "group_table":
+            return groups.table(args)
+        if op == "group_named":
+            name, namespace, job = args
+            if namespace is None:
+                namespace = self.kv.get(f"job_namespace:{job}", "")
+            return groups.named(name, namespace)
+        if op == "group_prepared":
+            return groups.prepared(*args)
+        if op == "group_job_ended":
+            return groups.job_ended(args)
+        raise ValueError(f"unknown head request {op!r}")
+
+    def on_close(self, peer: server.Peer) -> None:
         node_id = self.node_peers.pop(peer.fd, None)
         if node_id is not None and node_id in self.nodes:
             self.nodes[node_id]["alive"] = False
             self.node_conns.pop(node_id, None)
             log.warning("node %s left", node_id)
             self._view_changed()
+            self.groups.node_lost(self.nodes[node_id]["node_index"])
 
 
 def _sum(dicts: Any) -> dict[str, float]:
@@ -165,6 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     if cfg.tls_cert:
         transport.configure_tls(cfg.tls_cert, cfg.tls_key, cfg.tls_ca)
     head = Head(secret, cfg)
+    head.groups.can_grow = args.listen.startswith("tcp:")  # nodes can join (see groups.py)
     signal.signal(signal.SIGTERM, lambda *_: head.server.stop())
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     lsock = transport.listen(args.listen)

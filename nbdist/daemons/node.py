@@ -1,6 +1,6 @@
 """The node daemon: one per machine (layer L2).
 
-It owns, on one thread, a `transport.Server` loop and the `scheduler.NodeState` it feeds:
+It owns, on one thread, a `wire.server.Server` loop and the `scheduler.NodeState` it feeds:
 drivers and workers connect to it; it forks worker processes (cheap: the daemon imports little,
 and the children share its pages) and talks to each over an authenticated socketpair; it relays
 cluster queries (nodes, named actors) to the head over one more connection in the same loop.
@@ -32,11 +32,13 @@ from nbdist import config as config_mod
 from nbdist import events as ev
 from nbdist import ids
 from nbdist.cluster import lifetime
+from nbdist.daemons import node_guard
+from nbdist.daemons.memory_monitor import MemoryMonitor
 from nbdist.daemons.node_files import NodeFiles
 from nbdist.daemons.node_peers import NodePeers
 from nbdist.objects.store import unlink as unlink_file
 from nbdist.scheduler import Client, NodeState, Worker
-from nbdist.wire import links, transport
+from nbdist.wire import links, server, transport
 from nbdist.wire import protocol as P
 
 log = logging.getLogger("nbdist.daemons.node")
@@ -57,7 +59,7 @@ class NodeDaemon:
         self.node_index = args.node_index
         self.node_id = f"{self.node_index:04x}{self.node_pid:08x}"
         self.shm_dir = cfg.shm_dir
-        self.server = transport.Server(
+        self.server = server.Server(
             secret, self.on_messages, self.on_close,
             max_frame=cfg.max_frame_bytes, handshake_timeout=cfg.handshake_timeout_s)
         self.server.on_iteration = self.on_iteration
@@ -76,7 +78,7 @@ class NodeDaemon:
         self.state.notices.node_id = self.node_id  # named by its event records
         self.next_local = 1
         self.worker_peers: dict[int, Worker] = {}
-        self.head: transport.Peer | None = None
+        self.head: server.Peer | None = None
         self.head_pending: dict[int, tuple[Client, int]] = {}
         self.head_token = 0
         # Cluster queries that arrive while the head connection is still being made wait here.
@@ -93,6 +95,9 @@ class NodeDaemon:
         self.arena = self.files.arena
         if self.arena is not None:
             self.state.objects.enable_arena(self.arena.size)
+        self.memory = MemoryMonitor(cfg.memory_usage_threshold, cfg.memory_monitor_refresh_ms)
+        if self.memory.enabled:
+            self.server.call_later(self.memory.interval, self._check_memory)
 
     # ---------------------------------------------------------------- NodeIO
     def send(self, client: Client, msg: tuple) -> None:
@@ -211,65 +216,82 @@ class NodeDaemon:
             "arena": (self.arena.path, self.arena.size) if self.arena is not None else None,
         }
 
-    def on_messages(self, peer: transport.Peer, msgs: list[Any]) -> None:
+    def on_messages(self, peer: server.Peer, msgs: list[Any]) -> None:
         client = peer.info
         if client is None:
-            self._hello(peer, msgs[0])
+            try:
+                self._hello(peer, msgs[0])
+            except Exception as exc:
+                self.server.drop(peer, node_guard.describe(msgs[0], exc))
+                return
             msgs = msgs[1:]
             client = peer.info
             if client is None:
                 return
         if client == "head":
             for msg in msgs:
-                self._from_head(msg)
+                try:
+                    self._from_head(msg)
+                except Exception as exc:
+                    node_guard.skip("the head", msg, exc)
             return
         if isinstance(client, tuple):  # our connection to another node: only its WELCOME
             return
         if client.kind == P.KIND_NODE:
             for msg in msgs:
-                self.peers.on_message(client, msg)
+                try:
+                    self.peers.on_message(client, msg)
+                except Exception as exc:
+                    node_guard.skip(f"node {client.node_index}", msg, exc)
             return
-        st = self.state
         for msg in msgs:
-            op = msg[0]
-            if op == P.SUBMIT:
-                st.submit(client, msg[1])
-            elif op == P.REFS:
-                st.refs(client, msg[1])
-            elif op == P.RESULT:
-                worker = client.worker
-                if worker is not None:
-                    _, task_id, ok, locs, error, t0, t1 = msg
-                    st.result(worker, task_id, ok, locs, error, t0, t1)
-            elif op == P.GET_REQ:
-                st.get_request(client, msg[1])
-            elif op == P.DIRECT_RESULT:
-                _, task_id, job, locs, t0, t1 = msg
-                st.direct_result(client, task_id, job, locs, t0, t1)
-            elif op == P.PUT:
-                st.put(client, msg[1], msg[2], msg[3], msg[4], msg[5] if len(msg) > 5 else -1)
-            elif op == P.UNPIN:
-                st.objects.unpin(client, msg[1])
-            elif op == P.REGISTER_FN:
-                st.register_fn(msg[1], msg[2])
-            elif op == P.STDOUT:
-                self._stdout(client, msg)
-            elif op == P.BLOCKED:
-                if client.worker is not None:
-                    st.blocked(client.worker)
-            elif op == P.UNBLOCKED:
-                if client.worker is not None:
-                    st.unblocked(client.worker)
-            elif op == P.CANCEL:
-                st.cancel(msg[1], msg[2])
-            elif op == P.KILL_ACTOR:
-                st.kill_actor(msg[1], msg[2])
-            elif op == P.CONTROL:
-                self._control(client, msg[1], msg[2], msg[3])
-            else:
-                log.warning("nbdist node: unknown message %r from %s", op, client.pid)
+            try:
+                self._on_client_message(client, msg)
+            except Exception as exc:
+                if not node_guard.refuse(self, client, msg, exc):
+                    return
 
-    def _hello(self, peer: transport.Peer, msg: Any) -> None:
+    def _on_client_message(self, client: Client, msg: Any) -> None:
+        st = self.state
+        op = msg[0]
+        if op == P.SUBMIT:
+            st.submit(client, msg[1])
+        elif op == P.REFS:
+            st.refs(client, msg[1])
+        elif op == P.RESULT:
+            worker = client.worker
+            if worker is not None:
+                _, task_id, ok, locs, error, t0, t1 = msg
+                st.result(worker, task_id, ok, locs, error, t0, t1)
+        elif op == P.GET_REQ:
+            st.get_request(client, msg[1])
+        elif op == P.DIRECT_RESULT:
+            _, task_id, job, locs, t0, t1 = msg
+            st.direct_result(client, task_id, job, locs, t0, t1)
+        elif op == P.PUT:
+            st.put(client, msg[1], msg[2], msg[3], msg[4], msg[5] if len(msg) > 5 else -1)
+        elif op == P.UNPIN:
+            st.objects.unpin(client, msg[1])
+        elif op == P.REGISTER_FN:
+            st.register_fn(msg[1], msg[2])
+        elif op == P.STDOUT:
+            self._stdout(client, msg)
+        elif op == P.BLOCKED:
+            if client.worker is not None:
+                st.blocked(client.worker)
+        elif op == P.UNBLOCKED:
+            if client.worker is not None:
+                st.unblocked(client.worker)
+        elif op == P.CANCEL:
+            st.cancel(msg[1], msg[2])
+        elif op == P.KILL_ACTOR:
+            st.kill_actor(msg[1], msg[2])
+        elif op == P.CONTROL:
+            self._control(client, msg[1], msg[2], msg[3])
+        else:
+            log.warning("nbdist node: unknown message %r from %s", op, client.pid)
+
+    def _hello(self, peer: server.Peer, msg: Any) -> None:
         if not (isinstance(msg, tuple) and len(msg) == 5 and msg[0] == P.HELLO):
             self.server.drop(peer, "first message was not HELLO")
             return
@@ -341,8 +363,8 @@ class NodeDaemon:
                 self.to_head("group_prepared", reply)
             return
         if msg[0] == P.CLUSTER_VIEW:
+            self.peers.set_view(msg[1])  # first: parked work may be forwarded to a new node
             self.state.set_cluster_view(msg[1])
-            self.peers.set_view(msg[1])
             return
         if msg[0] == P.HEAD_REPLY:
             _, token, ok, result = msg
@@ -351,7 +373,7 @@ class NodeDaemon:
                 client, req_id = pending
                 self.server.send(client.peer, (P.CONTROL_REPLY, req_id, ok, result))
 
-    def on_close(self, peer: transport.Peer) -> None:
+    def on_close(self, peer: server.Peer) -> None:
         client = peer.info
         if client == "head":
             self.head = None
@@ -405,6 +427,14 @@ class NodeDaemon:
         if self.res_dirty and self.head is not None and not self._update_timer:
             self._update_timer = True
             self.server.call_later(0.05, self._push_update)
+
+    def _check_memory(self) -> None:
+        self.server.call_later(self.memory.interval, self._check_memory)
+        kill = self.memory.check(self.state.workers.workers.values())
+        if kill is not None:
+            victim, reason = kill
+            victim.oom = reason
+            self.kill_worker(victim)
 
     _update_timer = False
     _notice_timer = False

@@ -103,7 +103,7 @@ class NodeFiles:
         return (oid, None, view.nbytes, contained)
 
     def receive_file(self, n: int) -> memoryview:
-        """`transport.Server.alloc`: a large value from another node is read straight into a
+        """`server.Server.alloc`: a large value from another node is read straight into a
         shared-memory file, renamed into place when its message is handled."""
         self._receive_seq += 1
         path = os.path.join(self.shm_dir, f"nbdist-{self.node_pid}-in{self._receive_seq}")

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from nbdist.scheduler import Client
 from nbdist.wire import protocol as P
-from nbdist.wire import transport
+from nbdist.wire import server, transport
 
 if TYPE_CHECKING:
     from nbdist.daemons.node import NodeDaemon
@@ -37,7 +37,7 @@ class NodePeers:
     def __init__(self, daemon: NodeDaemon) -> None:
         self.d = daemon
         self.view: dict[int, dict[str, Any]] = {}
-        self.node_out: dict[int, transport.Peer] = {}  # our connection to each
+        self.node_out: dict[int, server.Peer] = {}  # our connection to each
         self.node_clients: dict[int, Client] = {}  # the Client each is known by here
         self.sent_fns: dict[int, set[int]] = {}
         self.lost_nodes: set[int] = set()
@@ -53,7 +53,7 @@ class NodePeers:
         for index in [i for i in self.out_queue if not self.listed_alive(i)]:
             self.node_gone(index)
 
-    def connection_closed(self, index: int, peer: transport.Peer) -> None:
+    def connection_closed(self, index: int, peer: server.Peer) -> None:
         if self.node_out.get(index) is peer:
             del self.node_out[index]
             self.sent_fns.pop(index, None)
@@ -136,7 +136,7 @@ class NodePeers:
             self.lost_nodes.add(index)
             self.d.state.node_lost(index)
 
-    def _connect_node(self, index: int, timeout: float = 0.0) -> transport.Peer | None:
+    def _connect_node(self, index: int, timeout: float = 0.0) -> server.Peer | None:
         info = self.view.get(index)
         if info is None or not info.get("alive"):
             log.warning("nbdist node: node %d is not in the cluster", index)

@@ -46,7 +46,7 @@ UNPIN = 20  # (UNPIN, offsets)  one lease on each of these arena ranges given ba
 
 # -- worker -> node --
 RESULT = 30  # (RESULT, task_id, ok, locs, error_blob, t_start, t_end)
-STDOUT = 31  # (STDOUT, task_id, stream, text)
+STDOUT = 31  # (STDOUT, task_id, stream, text[, name: the actor's own repr])
 ACTOR_READY = 32  # (ACTOR_READY, actor_id, ok, error_blob)
 # A direct call's results that the node must hold (in shared memory, or containing refs):
 # stored for the calling driver ``job``, which then gets DONE from the node, not the link.
@@ -72,6 +72,10 @@ NODE_UPDATE = 61  # (NODE_UPDATE, available)
 HEAD_REQUEST = 62  # (HEAD_REQUEST, token, op, args)   relayed CONTROL
 HEAD_REPLY = 63  # (HEAD_REPLY, token, ok, result)
 CLUSTER_VIEW = 64  # (CLUSTER_VIEW, {node_index: {address, total, available, alive}})  head -> node
+# head -> node: placement-group bundles (nbdist/daemons/groups.py); the node answers a prepare
+# with the head request "group_prepared" (pg, attempt, node_index, ok)
+GROUP = 65  # (GROUP, "prepare", pg, attempt, bundles, commit) | (GROUP, "commit"|"cancel", pg,
+#             attempt) | (GROUP, "remove", pg, reason)
 
 # -- node <-> node (each node sends on its own connection to the other) --
 # A value travelling between nodes, ``Val``: (oid, blob_or_None, data_or_None, contained): inline

@@ -12,8 +12,7 @@ from typing import Any
 
 import pytest
 
-from nbdist.daemons import poller
-from nbdist.wire import transport
+from nbdist.wire import poller, server, transport
 
 SECRET = b"s" * 32
 
@@ -75,10 +74,10 @@ def test_frame_reader_rejects_garbage_and_non_lists() -> None:
 
 
 class EchoServer:
-    """A `transport.Server` on a Unix socket, answering every message list with itself."""
+    """A `server.Server` on a Unix socket, answering every message list with itself."""
 
     def __init__(self, path: str) -> None:
-        self.server = transport.Server(SECRET, self.on_messages, lambda peer: None,
+        self.server = server.Server(SECRET, self.on_messages, lambda peer: None,
                                        max_frame=1 << 16, handshake_timeout=0.5)
         self.sock = transport.listen("unix:" + path)
         self.server.add_listener(self.sock)
@@ -88,7 +87,7 @@ class EchoServer:
     def run(self) -> None:
         self.server.run()
 
-    def on_messages(self, peer: transport.Peer, msgs: list[Any]) -> None:
+    def on_messages(self, peer: server.Peer, msgs: list[Any]) -> None:
         for m in msgs:
             self.server.send(peer, m)
 

@@ -3,7 +3,7 @@
 ::
 
     worker (worker.Outbox) ──("rec", records, ack?)──▶ OutputServer     (a thread of the
-                           ◀──────── ("ack",) ──────── (transport.Server) driver process)
+                           ◀──────── ("ack",) ──────── (server.Server) driver process)
 
 Ray has no channel from a worker back to one driver that a notebook could route by cell, so
 the driver opens one: `OutputServer`, an authenticated `nbdist.wire.transport` server on a thread of
@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from nbdist.wire import transport
+from nbdist.wire import server, transport
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +159,7 @@ class OutputServer:
     def __init__(self, host: str, on_records: Callable[[list[tuple], int], None]) -> None:
         self.on_records = on_records
         self.secret = os.urandom(32)
-        self._server = transport.Server(self.secret, self._on_messages, lambda peer: None)
+        self._server = server.Server(self.secret, self._on_messages, lambda peer: None)
         listener = transport.listen(f"tcp:{host}:0")
         self.address = transport.bound_address(listener)
         self._server.add_listener(listener)
@@ -174,7 +174,7 @@ class OutputServer:
     def start(self) -> None:
         self._thread.start()
 
-    def _on_messages(self, peer: transport.Peer, msgs: list[Any]) -> None:
+    def _on_messages(self, peer: server.Peer, msgs: list[Any]) -> None:
         for msg in msgs:
             if not (isinstance(msg, tuple) and msg and msg[0] == "rec"):
                 self._server.drop(peer, "unexpected message on the output sink")
