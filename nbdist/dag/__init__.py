@@ -5,6 +5,7 @@ on nbdist's public API, so a DAG runs the same on nbdist's engine and on ``backe
                   once per execution (``.remote`` on the bound function, actor class or
                   method) and passes refs along the edges
     compiled.py   ``experimental_compile()``: the same DAG with its actors created once
+    display.py    a bound DAG drawn as an inline SVG (its ``_repr_html_`` in a notebook)
 
 ``.bind`` on `nbdist.RemoteFunction`, `nbdist.ActorClass` and actor methods only builds nodes
 here; nothing runs until ``execute``.

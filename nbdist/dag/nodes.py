@@ -109,6 +109,12 @@ class DAGNode:
                       ) -> Any:
         raise NotImplementedError
 
+    def _repr_html_(self) -> str:
+        """In a notebook, a bound DAG shows as a small graph (see `nbdist.dag.display`)."""
+        from nbdist.dag.display import dag_html
+
+        return dag_html(self)
+
     def __getstate__(self) -> Any:
         raise TypeError("A DAG node cannot be passed to a task or actor: bind it into the DAG "
                         "as an argument instead, or pass what execute() returned.")
@@ -180,7 +186,8 @@ class InputNode(DAGNode):
         return self._attribute(key, "__getitem__")
 
     def __getattr__(self, key: str) -> InputAttributeNode:
-        if key.startswith("__") or key.startswith("_bound") or key in (
+        # Display hooks (``_repr_*_``, IPython's ``_ipython_*``) are not input fields.
+        if key.startswith(("__", "_bound", "_repr_", "_ipython_")) or key in (
                 "_attributes", "_in_context", "input_type"):
             raise AttributeError(key)
         return self._attribute(key, "__getattr__")

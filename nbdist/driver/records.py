@@ -77,11 +77,15 @@ def output(client: CoreClient, msg: tuple) -> None:
 
 
 def show_output(lines: list[ev.Output], log_to_driver: bool) -> None:
-    """Remote output lines on the driver: published, then handed to the output handler (a
+    """Remote output lines on the driver: published, less those an output filter takes
+    (`events.add_output_filter`), then handed to the output handler (a
     notebook routes them to their cell) or, unless it took them, printed with the task's name
     and pid in front."""
     for line in lines:
         ev.publish(line)
+    lines = ev.filter_output(lines)
+    if not lines:
+        return
     handler = ev.output_handler()
     if handler is not None:
         try:

@@ -114,7 +114,7 @@ __all__ = [
     "TaskStarted", "TaskSubmitted", "TaskSummary", "WaitBegun", "WaitDone", "WaitProgress",
     "WorkerDown", "WorkerState", "WorkerSummary", "WorkerUp", "build", "bus", "compact",
     "current_cluster", "current_submitter", "execution_count", "executions", "fields", "kind_of", "object_info",
-    "output_handler", "publish", "publish_later", "recent", "ref_counts", "set_output_handler",
+    "add_output_filter", "filter_output", "output_handler", "publish", "publish_later", "recent", "ref_counts", "set_output_handler",
     "set_submitter", "set_summary_source", "set_timeline_source", "subscribe", "summary",
     "timeline_version", "workers",
 ]
@@ -489,6 +489,40 @@ def set_output_handler(fn: OutputHandler | None) -> None:
 
 def output_handler() -> OutputHandler | None:
     return _output_handler
+
+
+OutputFilter = Callable[[list[Output]], list[Output]]
+_output_filters: list[OutputFilter] = []
+
+
+def add_output_filter(fn: OutputFilter, first: bool = False) -> Callable[[], None]:
+    """Let ``fn(lines)`` take remote lines out (it returns the rest) before the output handler
+    or the driver sees them (before the other filters too, if ``first``); returns a function
+    that removes it. Filters are kept apart from the handler so that whoever sets a handler
+    later (a notebook loading, a test) keeps them: lines meant for a program (e.g. tqdm_ray's
+    bar updates) never show as text."""
+    if first:
+        _output_filters.insert(0, fn)
+    else:
+        _output_filters.append(fn)
+
+    def remove() -> None:
+        if fn in _output_filters:
+            _output_filters.remove(fn)
+
+    return remove
+
+
+def filter_output(lines: list[Output]) -> list[Output]:
+    """``lines`` less those the output filters took."""
+    for fn in list(_output_filters):
+        if not lines:
+            break
+        try:
+            lines = fn(lines)
+        except Exception:
+            log.exception("nbdist output filter failed")
+    return lines
 
 
 def bus() -> EventBus:

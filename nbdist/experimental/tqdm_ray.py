@@ -1,22 +1,25 @@
 """tqdm_ray: progress bars in tasks and actors that the driver draws (Ray's
 ``ray.experimental.tqdm_ray``).
 
-    task: tqdm.update() ── stdout line "<MAGIC>{json state}" ──▶ driver: output handler
+    task: tqdm.update() ── stdout line "<MAGIC>{json state}" ──▶ driver: output filter
                                                                    └─▶ renderer(state)
 
 A bar in a task keeps its count locally and prints its state as one marked JSON line (at most
 every ``flush_interval_s``, and always on ``close``). That line travels with the task's other
 output (on nbdist's engine and on Ray), so no extra channel is needed. In the driver, importing
-this module chains a filter in front of the output handler (`nbdist.events.set_output_handler`):
-marked lines are taken out of the output and handed to the renderer, the rest go on as before.
-A bar made in the driver itself renders directly.
+this module adds an output filter (`nbdist.events.add_output_filter`): marked lines are taken
+out of the output and handed to the renderer, the rest go on to the output handler (a
+notebook's) or are printed, as before. A filter stays when the output handler changes, so the
+order of imports and ``%load_ext nbdist`` does not matter.
 
 The renderer is a hook, ``set_renderer(fn)``: ``fn(state)`` gets each update, a dict with
-``uuid``, ``desc``, ``total``, ``x`` (count), ``pos``, ``closed``, ``task`` (the task name, for
-remote bars) and ``pid``. The default draws one text line per update. A notebook front end
-may install a widget renderer here; the engine itself imports no UI package.
-Limitation: the filter must be installed after a notebook layer sets its own output handler
-(import this module after ``%load_ext nbdist``), or marked lines show as plain output.
+``uuid``, ``desc``, ``total``, ``x`` (count), ``unit``, ``pos``, ``closed``, ``pid``, ``task``
+(the task name; None for a driver's bar) and ``tag`` (the submitter tag of the task's root, e.g.
+the notebook cell). The default draws one text line per update. A bar made in the driver
+passes through the output filters as a line of its own, so every bar reaches the renderer the
+same way. The notebook layer (``nbdist/jupyter/tqdm_view.py``) adds a filter of its own ahead of
+this one that recognises the marked lines and draws each bar as a widget; the engine itself
+imports no UI package.
 """
 
 from __future__ import annotations
@@ -88,43 +91,35 @@ def _parse(line: str) -> dict[str, Any] | None:
     return state if isinstance(state, dict) else None
 
 
-def _echo(lines: list[events.Output]) -> None:
-    """What the driver prints for lines no handler took (as nbdist's own output printing)."""
+def take_progress(lines: list[events.Output]) -> list[events.Output]:
+    """The output filter: renders the bars' marked lines, returns the other lines."""
+    rest = []
     for e in lines:
-        out = sys.stderr if e.stream == "stderr" else sys.stdout
-        try:
-            out.write(f"({e.name} pid={e.worker_pid}) {e.line}\n")
-            out.flush()
-        except Exception:
-            pass
+        state = _parse(e.line) if e.stream == "stdout" else None
+        if state is None:
+            rest.append(e)
+        else:
+            _render({**state, "task": e.name or None, "pid": e.worker_pid,
+                     "tag": e.submitter})
+    return rest
 
 
-def _make_filter(previous: Any) -> Any:
-    def take_progress(lines: list[events.Output]) -> bool:
-        rest = []
-        for e in lines:
-            state = _parse(e.line) if e.stream == "stdout" else None
-            if state is None:
-                rest.append(e)
-            else:
-                _render({**state, "task": e.name, "pid": e.worker_pid})
-        if not rest:
-            return True
-        if previous is not None and previous(rest):
-            return True
-        _echo(rest)
-        return True
-
-    take_progress.nbdist_tqdm_previous = previous  # type: ignore[attr-defined]
-    return take_progress
+_installed = False
 
 
 def install() -> None:
-    """Put the progress filter in front of the current output handler (once)."""
-    current = events.output_handler()
-    if current is not None and hasattr(current, "nbdist_tqdm_previous"):
-        return
-    events.set_output_handler(_make_filter(current))
+    """Take the bars' marked lines out of remote output in this driver (once)."""
+    global _installed
+    with _lock:
+        if not _installed:
+            events.add_output_filter(take_progress)
+            _installed = True
+
+
+def safe_print(*args: Any, **kwargs: Any) -> None:
+    """Ray's print that does not break a bar. Bars are drawn by the driver's renderer, apart
+    from the text around them, so a plain print cannot break one here."""
+    print(*args, **kwargs)
 
 
 def _in_task() -> bool:
@@ -172,9 +167,15 @@ class tqdm:  # noqa: N801 - the name users know from tqdm and Ray
         if not force and now - self._last_flush < self._interval:
             return
         self._last_flush = now
+        line = MAGIC + json.dumps(self._state())
         if self._remote:
-            print(MAGIC + json.dumps(self._state()), flush=True)
-        else:
+            print(line, flush=True)
+            return
+        # A driver's bar goes through the same output filters as a task's, so a notebook
+        # layer that draws the bars draws this one too (in the cell running now).
+        own = events.Output(time.time(), "", "", os.getpid(), "stdout", line,
+                            events.current_submitter())
+        if events.filter_output([own]):
             _render(self._state())
 
     def set_description(self, desc: str) -> None:

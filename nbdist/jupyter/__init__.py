@@ -13,6 +13,8 @@ This package sees only nbdist's public names and ``nbdist.events``; the engine n
     runs              a live view per library run (Tune search, Train     (runview.py)
                       run) in the cell that started it; trials' output
                       grouped per trial
+    tqdm_ray bars     one widget per bar, updated in place, in the   (tqdm_view.py)
+                      cell that submitted the task
     comm bridge       target "nbdist" for the JupyterLab panel       (bridge.py, if present)
 
 ``unload_ipython_extension(ip)`` removes all of it; loading twice is a no-op.
@@ -32,6 +34,7 @@ from nbdist.jupyter.display import WAIT_KINDS, HistoryGuard, ProgressBars, ref_h
 from nbdist.jupyter.magics import NbdistMagics
 from nbdist.jupyter.output import CellRouter
 from nbdist.jupyter.runview import RunViews
+from nbdist.jupyter.tqdm_view import TqdmBars
 
 __all__ = ["load_ipython_extension", "unload_ipython_extension"]
 
@@ -45,6 +48,7 @@ class _Extension:
         self.guard = HistoryGuard(ip)
         self.progress = ProgressBars(self._show_in_cell)
         self.runs = RunViews(self._show_run_view, lambda: self.router.current_tag)
+        self.tqdm = TqdmBars(self._show_in_cell, lambda: self.router.current_tag)
         self._unsubscribe: list[Callable[[], None]] = []
 
     def install(self) -> None:
@@ -63,12 +67,14 @@ class _Extension:
         self._unsubscribe.append(events.subscribe(self.progress.on_events, WAIT_KINDS))
         self._unsubscribe.append(events.subscribe(self.runs.on_events, ["run_update"]))
         self.router.take_output = self.runs.take_output
+        self.tqdm.install()
 
     def uninstall(self) -> None:
         ip = self.ip
         for unsubscribe in self._unsubscribe:
             unsubscribe()
         self.runs.close()
+        self.tqdm.uninstall()
         self.router.take_output = None
         for name, cb in (("pre_run_cell", self.router.pre_run_cell),
                          ("pre_run_cell", self.guard.pre_run_cell),

@@ -207,8 +207,6 @@ def count_with_bar(n):
     return n
 
 
-@pytest.mark.xfail(reason="in the whole suite the bar's lines do not reach the driver's renderer "
-                   "(passes alone): not done yet", strict=False)
 def test_tqdm_ray_bar_in_a_task_renders_in_the_driver(backend: str) -> None:
     states: list = []
     tqdm_ray.set_renderer(states.append)

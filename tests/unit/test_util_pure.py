@@ -75,13 +75,11 @@ def out(line: str, stream: str = "stdout") -> events.Output:
 
 def test_tqdm_filter_takes_progress_lines_and_passes_the_rest_on() -> None:
     states: list = []
-    passed: list = []
     tqdm_ray.set_renderer(states.append)
     try:
-        take = tqdm_ray._make_filter(lambda lines: passed.extend(lines) or True)
         marked = tqdm_ray.MAGIC + '{"uuid": "u", "desc": "d", "total": 2, "x": 1, ' \
                                    '"closed": false}'
-        assert take([out(marked), out("plain"), out(marked, "stderr")]) is True
+        passed = tqdm_ray.take_progress([out(marked), out("plain"), out(marked, "stderr")])
     finally:
         tqdm_ray.set_renderer(None)
     assert [s["x"] for s in states] == [1]
