@@ -26,6 +26,8 @@ from nbdist.driver.api import (
     shutdown,
     wait,
 )
+from nbdist.driver.generators import DynamicObjectRefGenerator, ObjectRefGenerator
+from nbdist.driver.groups import get_gpu_ids
 from nbdist.driver.remote_function import RemoteFunction
 from nbdist.objects.refs import ObjectRef
 
@@ -71,7 +73,9 @@ def show() -> object:
 __all__ = [
     "ActorClass",
     "ActorHandle",
+    "DynamicObjectRefGenerator",
     "ObjectRef",
+    "ObjectRefGenerator",
     "RemoteFunction",
     "available_resources",
     "cancel",
@@ -81,6 +85,7 @@ __all__ = [
     "exceptions",
     "get",
     "get_actor",
+    "get_gpu_ids",
     "get_runtime_context",
     "init",
     "is_initialized",

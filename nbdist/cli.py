@@ -128,15 +128,25 @@ def _stop(argv: list[str]) -> int:
         prog="nbdist stop", description="Stop the heads and nodes `nbdist start` started on this "
                                         "machine (all of them, or one cluster's).")
     parser.add_argument("--address", metavar="HOST:PORT", help="only this cluster's processes")
+    parser.add_argument("-f", "--force", action="store_true",
+                        help="kill at once (SIGKILL) rather than asking them to exit")
+    parser.add_argument("-g", "--grace-period", type=float, default=standalone.STOP_GRACE_S,
+                        metavar="SECONDS", help="how long they may take to exit before they "
+                        f"are killed (default {standalone.STOP_GRACE_S:g})")
+    parser.add_argument("-v", "--verbose", action="store_true", help="name each process")
     args = parser.parse_args(argv)
-    done = standalone.stop_all(args.address)
+    if args.grace_period < 0:
+        raise ValueError("--grace-period must be 0 or more seconds")
+    done = standalone.stop_all(args.address, args.grace_period, args.force)
     if not done:
         print("nbdist stop: nothing started by `nbdist start` runs on this machine")
         return 0
     for session, ran in done:
         where = standalone.display_address(session.head)
         if ran:
-            print(f"stopped the {session.role} of {where}")
+            how = "killed" if args.force else "stopped"
+            pids = f" (pids {', '.join(map(str, session.pids))})" if args.verbose else ""
+            print(f"{how} the {session.role} of {where}{pids}")
         else:
             print(f"removed the files of a {session.role} of {where} whose processes had "
                   "already exited")
@@ -155,6 +165,10 @@ def _status(argv: list[str]) -> int:
                         help="the cluster's head (default: the cluster started on this machine)")
     parser.add_argument("--token", help="the cluster token (or NBDIST_TOKEN)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="also each node's tasks, actors and objects")
+    # Scripts written for `ray status` pass this; nbdist authenticates with the token.
+    parser.add_argument("--redis_password", "--redis-password", help=argparse.SUPPRESS)
     _tls_flags(parser)
     args = parser.parse_args(argv)
     info = standalone.status(args.address, args.token, _tls_arg(args))
@@ -171,6 +185,8 @@ def _status(argv: list[str]) -> int:
         print(f"  node {n['node_id']}  {'alive' if n['alive'] else 'DEAD '}  {n['address']}  "
               f"pid {n['pid']}  workers {n['workers']}  free/total: {res}  "
               f"store {used:.1f}/{cap:.0f} MiB")
+        if args.verbose:
+            print(f"    tasks {n['tasks']}  actors {n['actors']}  objects {n['objects']}")
     return 0
 
 

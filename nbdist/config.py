@@ -60,6 +60,11 @@ class Config:
     infeasible_wait_s: float = 5.0
     # Events kept for late subscribers and timelines.
     event_buffer: int = 200_000
+    # Memory protection (nbdist/daemons/memory_monitor.py): past this fraction of the
+    # machine's (or cgroup's) memory in use, a node kills the worker of its most recently
+    # started retriable task; checked every memory_monitor_refresh_ms (0: never). Ray's defaults.
+    memory_usage_threshold: float = 0.95
+    memory_monitor_refresh_ms: int = 250
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -11,7 +11,12 @@
     ├── GetTimeoutError                  `get(..., timeout=)` ran out (also a TimeoutError)
     ├── WorkerCrashedError               the worker process running a task died and the retries
     │                                    (max_retries) were used up
+    ├── OutOfMemoryError                 the node's memory monitor killed the task's worker (the
+    │                                    machine's memory was past memory_usage_threshold) and
+    │                                    the retries were used up
     ├── TaskCancelledError               `cancel()` stopped the task
+    ├── TaskPlacementGroupRemoved        the task's placement group was removed (or can
+    │                                    never be placed) before or while it ran
     ├── ObjectLostError                  the object's value is gone and cannot be rebuilt
     ├── ObjectStoreFullError             the value does not fit in the object store
     ├── SerializationError               a value could not be pickled or unpickled (also a
@@ -35,7 +40,9 @@ __all__ = [
     "ActorUnavailableError",
     "GetTimeoutError",
     "WorkerCrashedError",
+    "OutOfMemoryError",
     "TaskCancelledError",
+    "TaskPlacementGroupRemoved",
     "ObjectLostError",
     "ObjectStoreFullError",
     "SerializationError",
@@ -183,8 +190,17 @@ class WorkerCrashedError(NbdistError):
     """The worker process died while running the task and its retries were used up."""
 
 
+class OutOfMemoryError(NbdistError):
+    """The node ran short of memory and killed the worker running the task (the most recently
+    started retriable one) and its retries were used up."""
+
+
 class TaskCancelledError(NbdistError):
     """The task was cancelled with `cancel()` before it finished."""
+
+
+class TaskPlacementGroupRemoved(NbdistError):
+    """The task's placement group was removed (or can never be placed) before it ran."""
 
 
 class ObjectLostError(NbdistError):

@@ -17,10 +17,18 @@ from typing import Any
 from nbdist import events as ev
 from nbdist.backends.base import current
 from nbdist.cluster.local import LocalCluster
-from nbdist.driver import runtime
+from nbdist.driver import runtime, runtime_env
 from nbdist.driver.actor import ActorClass, ActorHandle, _rebuild_handle
 from nbdist.driver.context import ContextNames
+from nbdist.driver.generators import (
+    DynamicMarker,
+    ObjectRefGenerator,
+    StreamMarker,
+    backpressure_of,
+    stream_task_id,
+)
 from nbdist.driver.remote_function import RemoteFunction, resource_shape
+from nbdist.driver.strategies import placed, strategy_of
 from nbdist.exceptions import RuntimeNotInitializedError
 from nbdist.ids import hex_id
 from nbdist.objects.refs import ObjectRef
@@ -57,14 +65,28 @@ class LocalBackend:
         client = runtime.current()
         pickled = None if rf._fid in client._fns else rf._pickle()
         nret = rf._nret
+        resources, extra = rf._resources, None
+        group = client.ctx.group
+        if rf._strategy is not None or group is not None:
+            resources, extra = placed(rf._shape, rf._strategy, group, f"task {rf._task_name!r}")
+        env = runtime_env.wire(client, rf._options.get("runtime_env"))
+        if env is not None:
+            extra = {**(extra or {}), "runtime_env": env}
+        if type(nret) is str:  # a generator: "streaming" or "dynamic"
+            return generator_call(client, nret, backpressure_of(rf._options), args, kwargs,
+                                  rf._fid, pickled, rf._task_name, resources, extra)
         _, refs = client.submit(rf._fid, pickled, rf._task_name, args, kwargs, nret,
-                                rf._resources, rf._retries, rf._retry_exc)
+                                resources, rf._retries, rf._retry_exc, extra=extra)
         if nret == 1:
             return refs[0]
         return None if nret == 0 else refs
 
-    def call_method(self, handle: ActorHandle, method: str, nret: int, task_name: str,
+    def call_method(self, handle: ActorHandle, method: str, nret: Any, task_name: str,
                     args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+        if type(nret) is not int:  # a generator: "streaming", ("streaming", n) or "dynamic"
+            kind, backpressure = (nret, 0) if type(nret) is str else nret
+            return generator_call(runtime.current(), kind, backpressure, args, kwargs, 0, None,
+                                  task_name, None, None, handle._actor_id, method)
         _, refs = runtime.current().submit(0, None, task_name, args, kwargs, nret, None, 0,
                                            False, handle._actor_id, method)
         if nret == 1:
@@ -82,6 +104,8 @@ class LocalBackend:
                 return self.get_actor(name, namespace)
             except ValueError:
                 pass
+        shape, placing = placed(resource_shape(opts, 0.0), strategy_of(opts), client.ctx.group,
+                                f"actor {ac.__name__!r}", actor=True)
         actor_id = client.ids.next()
         meta = pickle.dumps((actor_id, ac.__name__, ac._methods))
         if name is not None:
@@ -95,11 +119,16 @@ class LocalBackend:
             "namespace": namespace,
             "lifetime": opts.get("lifetime"),
             "class_name": ac.__name__,
+            "concurrency_groups": opts.get("concurrency_groups"),
+            **(placing or {}),
         }
+        env = runtime_env.wire(client, opts.get("runtime_env"))
+        if env is not None:
+            extra["runtime_env"] = env
         pickled = None if ac._fid in client._fns else ac._pickle()
         handle = ActorHandle(actor_id, ac.__name__, ac._methods, _add=False)
         client.submit(ac._fid, pickled, f"{ac.__name__}.__init__", args, kwargs, 1,
-                      resource_shape(opts, 0.0), 0, False, actor_id, P.ACTOR_INIT, extra)
+                      shape or (), 0, False, actor_id, P.ACTOR_INIT, extra)
         if client.mode == P.KIND_DRIVER:
             client.publish(ev.ActorCreated(ev.time.time(), f"{actor_id:018x}", ac.__name__,
                                            name))
@@ -194,6 +223,21 @@ class RuntimeContext(ContextNames):
     @property
     def namespace(self) -> str:
         return self._namespace
+
+
+def generator_call(client: runtime.CoreClient, kind: str, backpressure: int,
+                   args: Sequence[Any], kwargs: dict[str, Any], fid: int, pickled: bytes | None,
+                   name: str, resources: tuple | None, extra: dict[str, Any] | None,
+                   actor_id: int = 0, method: str | None = None) -> Any:
+    """Submit a generator task or call: its ref (dynamic) or an ObjectRefGenerator."""
+    if kind == "dynamic":
+        _, refs = client.submit(fid, pickled, name, (DynamicMarker(), *args), kwargs, 1,
+                                resources, 0, False, actor_id, method, extra)
+        return refs[0]
+    task_id = stream_task_id(client)
+    _, refs = client.submit(fid, pickled, name, (StreamMarker(backpressure), *args), kwargs, 1,
+                            resources, 0, False, actor_id, method, extra, task_id=task_id)
+    return ObjectRefGenerator(task_id, refs[0], backpressure)
 
 
 def _started(query: str) -> runtime.CoreClient:

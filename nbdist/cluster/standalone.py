@@ -440,14 +440,16 @@ def _wait_registered(head: str, secret: bytes, pid: int, proc: subprocess.Popen[
         time.sleep(0.02)
 
 
-def stop_session(session: Session, grace: float = STOP_GRACE_S) -> list[int]:
-    """Stop a session's processes (nodes first, then the head) and remove its files."""
+def stop_session(session: Session, grace: float = STOP_GRACE_S,
+                 force: bool = False) -> list[int]:
+    """Stop a session's processes (nodes first, then the head) and remove its files;
+    ``force``: SIGKILL at once, as ``ray stop --force`` does."""
     stopped = []
     order = sorted(session.pids, key=lambda p: p != session.node_pid)  # the node first
     for pid in order:
         if _is_ours(pid):
             with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
+                os.kill(pid, signal.SIGKILL if force else signal.SIGTERM)
                 stopped.append(pid)
     deadline = time.monotonic() + grace
     for pid in order:
@@ -487,7 +489,8 @@ def _zombie(pid: int) -> bool:
         return True
 
 
-def stop_all(address: str | None = None) -> list[tuple[Session, bool]]:
+def stop_all(address: str | None = None, grace: float = STOP_GRACE_S,
+             force: bool = False) -> list[tuple[Session, bool]]:
     """Stop every session (or ``address``'s) and remove its files; for each, whether any of
     its processes still ran. A session whose processes had already exited (killed, or the
     machine rebooted) leaves only files, which go too: it was not stopped."""
@@ -496,7 +499,7 @@ def stop_all(address: str | None = None) -> list[tuple[Session, bool]]:
     # Nodes before heads: a node that loses its head first only logs it.
     for session in sorted(sessions(), key=lambda s: s.role != "node"):
         if want is None or _same_address(session.head, want):
-            done.append((session, bool(stop_session(session))))
+            done.append((session, bool(stop_session(session, grace, force))))
     return done
 
 

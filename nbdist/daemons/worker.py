@@ -35,7 +35,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from nbdist.driver import generators, runtime
+from nbdist.driver import generators, runtime, runtime_env
 from nbdist.exceptions import ActorDiedError, SerializationError, TaskCancelledError, TaskError
 from nbdist.wire import links, serialization, transport
 from nbdist.wire import protocol as P
@@ -44,7 +44,8 @@ _ENGINE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
 def _engine_frame(filename: str) -> bool:
-    return filename.startswith(_ENGINE_DIR) or "cloudpickle" in filename
+    return (filename.startswith(_ENGINE_DIR) or "cloudpickle" in filename
+            or filename == generators.__file__)
 
 
 class TaskStream:
@@ -96,6 +97,8 @@ class Worker:
         self.fns: dict[int, Any] = {}
         self.instance: Any = None
         self.actor_id = 0
+        self.actor_group: tuple | None = None  # the placement group the actor runs in
+        self.saved_cuda_env: str | None = None  # CUDA_VISIBLE_DEVICES before a task set it
         self.running_main = 0
         self.pool: ThreadPoolExecutor | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -305,8 +308,11 @@ class Worker:
 
     def prepare(self, msg: tuple) -> tuple[Any, list[Any], dict[str, Any]]:
         spec, dep_locs, gpu_ids = msg[1], msg[2], msg[3]
-        if gpu_ids:
-            os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpu_ids)
+        extra = spec[P.S_EXTRA]
+        if extra and extra.get("runtime_env"):  # before anything of the task is unpickled
+            runtime_env.apply(self.client, extra["runtime_env"])
+        if (gpu_ids or self.client.gpu_ids) and spec[P.S_METHOD] in (None, P.ACTOR_INIT):
+            self.use_gpus(gpu_ids)
         args, kwargs = self.decode_args(spec, dep_locs)
         method = spec[P.S_METHOD]
         if spec[P.S_ACTOR] and method == P.ACTOR_INIT:
@@ -315,19 +321,37 @@ class Worker:
             return getattr(self.instance, method.partition("@")[0]), args, kwargs
         return self.load_fn(spec[P.S_FID]), args, kwargs
 
+    def use_gpus(self, gpu_ids: list[int]) -> None:
+        """The GPUs the task (or actor) given to this process may use; a later task without
+        any does not see the ones a task before it had."""
+        if gpu_ids:
+            if not self.client.gpu_ids:
+                self.saved_cuda_env = os.environ.get("CUDA_VISIBLE_DEVICES")
+            os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpu_ids)
+        elif self.saved_cuda_env is None:
+            os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+        else:
+            os.environ["CUDA_VISIBLE_DEVICES"] = self.saved_cuda_env
+        self.client.gpu_ids = list(gpu_ids)
+
     def enter(self, spec: tuple, link: links.Link | None) -> tuple:
         ctx = self.client.ctx
-        saved = (ctx.task_id, ctx.job, ctx.actor_id, ctx.name, ctx.link)
+        saved = (ctx.task_id, ctx.job, ctx.actor_id, ctx.name, ctx.link, ctx.group)
         ctx.task_id = spec[P.S_TASK_ID]
         ctx.job = spec[P.S_JOB]
         ctx.actor_id = spec[P.S_ACTOR]
         ctx.name = spec[P.S_NAME]
         ctx.link = link
+        extra = spec[P.S_EXTRA]
+        group = extra.get("pg") if extra else None
+        if spec[P.S_METHOD] == P.ACTOR_INIT:
+            self.actor_group = group
+        ctx.group = group or self.actor_group
         return saved
 
     def leave(self, saved: tuple) -> None:
         ctx = self.client.ctx
-        ctx.task_id, ctx.job, ctx.actor_id, ctx.name, ctx.link = saved
+        ctx.task_id, ctx.job, ctx.actor_id, ctx.name, ctx.link, ctx.group = saved
 
     def execute(self, msg: tuple, main: bool = False) -> None:
         spec = msg[1]
@@ -529,8 +553,8 @@ class Worker:
         concurrency = extra.get("max_concurrency")
         groups: dict[str, int] = extra.get("concurrency_groups") or {}
         self.method_groups = {
-            name: m.__nbdist_method_options__["concurrency_group"] for name, m in members
-            if "concurrency_group" in getattr(m, "__nbdist_method_options__", {})}
+            name: opts["concurrency_group"] for name, m in members
+            if "concurrency_group" in (opts := getattr(m, "__nbdist_method_options__", {}))}
         if is_async:
             self.start_loop()
             self.async_sem = asyncio.Semaphore(concurrency or 1000)

@@ -17,6 +17,7 @@ from nbdist.driver.remote_function import (
     ACTOR_OPTIONS,
     METHOD_OPTIONS,
     check_options,
+    default_returns,
     new_function_id,
 )
 from nbdist.wire import serialization
@@ -34,14 +35,36 @@ def method(**options: Any) -> Any:
     return wrap
 
 
-def _method_table(cls: type) -> dict[str, tuple[int, bool]]:
-    table: dict[str, tuple[int, bool]] = {}
+def _method_table(cls: type) -> dict[str, tuple[Any, bool]]:
+    table: dict[str, tuple[Any, bool]] = {}
     for name, fn in inspect.getmembers(cls, predicate=callable):
         if name.startswith("__") and name != "__call__":
             continue
         opts = getattr(fn, "__nbdist_method_options__", {})
-        table[name] = (opts.get("num_returns", 1), inspect.iscoroutinefunction(fn))
+        table[name] = (returns_with_backpressure(opts, default_returns(fn)),
+                       inspect.iscoroutinefunction(fn))
     return table
+
+
+def returns_with_backpressure(opts: dict[str, Any], default: Any) -> Any:
+    """num_returns as calls carry it: ``("streaming", n)`` for a stream with backpressure."""
+    nret = opts.get("num_returns", default)
+    if nret == "streaming" and opts.get("_generator_backpressure_num_objects") is not None:
+        from nbdist.driver.generators import backpressure_of
+
+        return ("streaming", backpressure_of(opts))
+    return nret
+
+
+def _check_groups(cls: type, options: dict[str, Any]) -> None:
+    groups = options.get("concurrency_groups") or {}
+    for name, fn in inspect.getmembers(cls, predicate=callable):
+        group = getattr(fn, "__nbdist_method_options__", {}).get("concurrency_group")
+        if group is not None and group not in groups:
+            raise ValueError(
+                f"Method {name!r} of {cls.__name__!r} is in concurrency group {group!r}, which "
+                f"the class does not declare. Declare it: @nbdist.remote(concurrency_groups="
+                f"{{{group!r}: 1, ...}}).")
 
 
 class ActorClass:
@@ -54,6 +77,7 @@ class ActorClass:
         self._fid = new_function_id()
         self._pickled: bytes | None = None
         self._methods = _method_table(cls)
+        _check_groups(cls, self._options)
         self.__name__ = cls.__name__
         self.__qualname__ = cls.__qualname__
         self.__doc__ = cls.__doc__
@@ -105,9 +129,16 @@ class ActorMethod:
 
     def options(self, **options: Any) -> ActorMethod:
         check_options(options, METHOD_OPTIONS, f"actor method {self._name!r}")
-        clone = ActorMethod(self._handle, self._name, options.get("num_returns", self._nret))
+        clone = ActorMethod(self._handle, self._name,
+                            returns_with_backpressure(options, self._nret))
         if options.get("name"):
             clone._task_name = options["name"]
+        group = options.get("concurrency_group")
+        if group is not None:
+            if not isinstance(group, str) or not group or "@" in group:
+                raise ValueError(f"concurrency_group must be a group's name, not {group!r}.")
+            # The call names its group after the method's name; the worker splits them.
+            clone._name = f"{self._name.partition('@')[0]}@{group}"
         return clone
 
     def bind(self, *args: Any, **kwargs: Any) -> Any:

@@ -23,9 +23,10 @@ from nbdist import events
 from nbdist.backends.base import current, set_backend
 from nbdist.backends.local import LocalBackend
 from nbdist.cluster.local import LocalCluster
-from nbdist.driver import runtime
+from nbdist.driver import runtime, runtime_env
 from nbdist.driver.actor import ActorClass, ActorHandle
 from nbdist.driver.context import ContextNames
+from nbdist.driver.generators import ObjectRefGenerator, wait_items
 from nbdist.driver.remote_function import RemoteFunction
 from nbdist.events import tally
 from nbdist.exceptions import ClusterError
@@ -41,6 +42,10 @@ set_backend(_local)
 _INIT_IGNORED = frozenset({"include_dashboard", "dashboard_host", "dashboard_port",
                            "logging_level", "configure_logging", "log_to_driver_level",
                            "_temp_dir", "_system_config"})
+
+
+# Memory protection settings init() takes (also inside _system_config, as Ray scripts pass them).
+MEMORY_OPTIONS = ("memory_usage_threshold", "memory_monitor_refresh_ms")
 
 
 class ClusterInfo(dict):
@@ -81,12 +86,17 @@ def init(address: str | None = None, *, backend: str = "nbdist", num_cpus: float
             log_to_driver)
         if info is not None:
             return info
+    job_env = kwargs.pop("runtime_env", None)
+    memory = {k: kwargs.pop(k) for k in MEMORY_OPTIONS if k in kwargs}
+    memory.update({k: v for k, v in (kwargs.get("_system_config") or {}).items()
+                   if k in MEMORY_OPTIONS})
     unknown = sorted(set(kwargs) - _INIT_IGNORED)
     if unknown:
         raise TypeError(
             f"init() got unexpected argument(s) {', '.join(unknown)}. Valid: address, "
             "num_cpus, num_gpus, resources, object_store_memory, namespace, "
-            "ignore_reinit_error, log_to_driver.")
+            "ignore_reinit_error, log_to_driver, runtime_env, memory_usage_threshold, "
+            "memory_monitor_refresh_ms.")
     with _lock:
         if _local.is_initialized():
             if ignore_reinit_error:
@@ -96,6 +106,7 @@ def init(address: str | None = None, *, backend: str = "nbdist", num_cpus: float
                 "nbdist.shutdown() first, or pass ignore_reinit_error=True.")
         if current.client is not None:
             _shutdown_locked()
+        runtime_env.set_job_env(job_env)
         if address not in (None, "local"):
             if num_cpus is not None or num_gpus is not None or resources is not None or (
                     object_store_memory is not None):
@@ -111,7 +122,7 @@ def init(address: str | None = None, *, backend: str = "nbdist", num_cpus: float
         if resources is not None and ({"CPU", "GPU"} & set(resources)):
             raise ValueError("Pass num_cpus / num_gpus, not resources={'CPU'|'GPU': ...}.")
         cfg = config_mod.load({"object_store_memory": object_store_memory,
-                               "log_to_driver": log_to_driver})
+                               "log_to_driver": log_to_driver, **memory})
         cpus = float(num_cpus) if num_cpus is not None else float(os.cpu_count() or 1)
         cluster = LocalCluster(cfg, cpus, float(num_gpus or 0), dict(resources or {}))
         try:
@@ -192,6 +203,7 @@ def _shutdown_locked() -> None:
         set_backend(_local)
         backend.shutdown()
     _local.shutdown()
+    runtime_env.set_job_env(None)
 
 
 def _init_backend(backend: str, address: str | None, options: dict[str, Any],
@@ -277,7 +289,13 @@ def wait(object_refs: Sequence[ObjectRef], *, num_returns: int = 1,
     timeout passes; ready refs keep the input order."""
     if isinstance(object_refs, ObjectRef):
         raise TypeError("wait() takes a list of ObjectRefs, not a single ObjectRef.")
-    refs, _ = _as_refs(object_refs, "wait")
+    try:
+        refs, _ = _as_refs(object_refs, "wait")
+    except TypeError:
+        if not (isinstance(object_refs, (list, tuple)) and any(
+                isinstance(r, ObjectRefGenerator) for r in object_refs)):
+            raise
+        return wait_items(list(object_refs), num_returns, timeout, fetch_local)
     if len(set(refs)) != len(refs):
         raise ValueError("wait() got the same ObjectRef more than once.")
     if not isinstance(num_returns, int) or num_returns < 0:
@@ -292,6 +310,8 @@ def cancel(object_ref: ObjectRef, *, force: bool = False, recursive: bool = True
     """Cancel the task that produces ``object_ref``: a queued task never runs; a running one
     gets KeyboardInterrupt, or with ``force=True`` its worker is killed. ``get`` then raises
     TaskCancelledError."""
+    if isinstance(object_ref, ObjectRefGenerator):
+        object_ref = object_ref.completed()  # the generator's task
     if not isinstance(object_ref, ObjectRef):
         raise TypeError(f"cancel() takes an ObjectRef, not {type(object_ref).__name__}.")
     current.backend.cancel(object_ref, force, recursive)

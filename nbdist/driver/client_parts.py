@@ -25,6 +25,8 @@ class TaskContext(threading.local):
         self.job = 0
         self.name = ""
         self.link: Any = None  # the direct link the running call came on (worker side)
+        # (placement group id, capture child tasks, bundle index) of the running work, or None
+        self.group: tuple[str, bool, int] | None = None
 
 
 class Dep:

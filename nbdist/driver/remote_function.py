@@ -8,29 +8,41 @@ Options are checked when given, so a typo fails at the line that made it, listin
 
 from __future__ import annotations
 
+import inspect
 import os
 from typing import Any
 
 from nbdist.backends.base import current
+from nbdist.driver import options as compat
+from nbdist.driver.strategies import strategy_of
 
+# Where work runs (nbdist.driver.groups): accepted by tasks and actors alike.
+SCHEDULING_OPTIONS = frozenset({
+    "scheduling_strategy", "placement_group", "placement_group_bundle_index",
+    "placement_group_capture_child_tasks", "accelerator_type",
+})
 TASK_OPTIONS = frozenset({
     "num_cpus", "num_gpus", "resources", "num_returns", "max_retries", "retry_exceptions",
-    "name", "memory",
-})
+    "name", "memory", "runtime_env", "_generator_backpressure_num_objects",
+}) | compat.TASK_IGNORED | SCHEDULING_OPTIONS
 ACTOR_OPTIONS = frozenset({
     "num_cpus", "num_gpus", "resources", "max_restarts", "max_task_retries", "max_concurrency",
-    "name", "namespace", "lifetime", "get_if_exists", "memory",
-})
-METHOD_OPTIONS = frozenset({"num_returns", "name"})
+    "name", "namespace", "lifetime", "get_if_exists", "memory", "runtime_env",
+    "concurrency_groups",
+}) | compat.ACTOR_IGNORED | SCHEDULING_OPTIONS
+METHOD_OPTIONS = frozenset({
+    "num_returns", "name", "concurrency_group", "_generator_backpressure_num_objects",
+}) | compat.METHOD_IGNORED
+# num_returns of a generator: its values as they come, or all of them at its end.
+GENERATOR_RETURNS = ("streaming", "dynamic")
 
 DEFAULT_MAX_RETRIES = 3
 
 def check_options(opts: dict[str, Any], valid: frozenset[str], what: str) -> None:
     unknown = sorted(set(opts) - valid)
     if unknown:
-        raise ValueError(
-            f"Unknown option(s) {', '.join(map(repr, unknown))} for {what}. Valid options: "
-            f"{', '.join(sorted(valid))}.")
+        raise compat.unknown_options(unknown, valid, what)
+    compat.check_compat(opts, what)
     for key in ("num_cpus", "num_gpus", "memory"):
         value = opts.get(key)
         if value is not None and (not isinstance(value, (int, float)) or value < 0):
@@ -44,11 +56,31 @@ def check_options(opts: dict[str, Any], valid: frozenset[str], what: str) -> Non
         if {"CPU", "GPU"} & set(res):
             raise ValueError("Use num_cpus / num_gpus rather than resources={'CPU'|'GPU': ...}.")
     nret = opts.get("num_returns")
-    if nret is not None and (not isinstance(nret, int) or nret < 0):
-        raise ValueError(f"num_returns must be a non-negative int, not {nret!r}.")
+    if nret is not None and nret not in GENERATOR_RETURNS and (
+            not isinstance(nret, int) or nret < 0):
+        raise ValueError(f"num_returns must be a non-negative int, 'streaming' or 'dynamic', "
+                         f"not {nret!r}.")
+    check_concurrency_groups(opts.get("concurrency_groups"))
     lifetime = opts.get("lifetime")
     if lifetime not in (None, "detached", "non_detached"):
         raise ValueError("lifetime must be None, 'detached' or 'non_detached'.")
+
+
+def check_concurrency_groups(groups: Any) -> None:
+    if groups is None:
+        return
+    if not isinstance(groups, dict) or not all(
+            isinstance(k, str) and k and "@" not in k and isinstance(v, int) and v > 0
+            for k, v in groups.items()):
+        raise ValueError("concurrency_groups must be a dict of group name -> max concurrency "
+                         "(a positive int), e.g. {'io': 2, 'compute': 4}.")
+
+
+def default_returns(fn: Any) -> Any:
+    """Ray's default num_returns: a generator function streams its values."""
+    if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
+        return "streaming"
+    return 1
 
 
 def resource_shape(opts: dict[str, Any], default_cpus: float) -> tuple[tuple[str, float], ...]:
@@ -101,9 +133,11 @@ class RemoteFunction:
 
     def _prepare(self) -> None:
         opts = self._options
-        self._nret = opts.get("num_returns", 1)
+        compat.check_task_memory(opts)
+        self._nret = opts.get("num_returns", default_returns(self._function))
         self._shape = resource_shape(opts, 1.0)
         self._resources = None if self._shape == (("CPU", 1.0),) else self._shape
+        self._strategy = strategy_of(opts)
         retries = opts.get("max_retries")
         self._retries = DEFAULT_MAX_RETRIES if retries is None else int(retries)
         if self._retries < 0:

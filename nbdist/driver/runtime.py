@@ -86,6 +86,7 @@ class CoreClient:
         self.log_to_driver: bool = cfg.get("log_to_driver", True)
         self.ids = IdSource(self.client_no)
         self.ctx = TaskContext()
+        self.gpu_ids: list[int] = []  # a worker's: the GPUs of its task or actor
         self._lock = threading.Lock()
         self._send_lock = threading.Lock()
         self._refs: dict[int, int] = {}
@@ -321,9 +322,10 @@ class CoreClient:
                kwargs: dict[str, Any], num_returns: int, resources: tuple | None,
                max_retries: int, retry_exceptions: Any, actor_id: int = 0,
                method: str | None = None, extra: dict[str, Any] | None = None,
-               ) -> tuple[int, list[ObjectRef]]:
+               task_id: int = 0) -> tuple[int, list[ObjectRef]]:
         blob, deps, contained, keep = self.encode_args(args, kwargs, f"{name!r}")
-        task_id = self.ids.block(1 + num_returns)
+        # (A streaming task comes with an id of its region, `nbdist.driver.generators`.)
+        task_id = task_id or self.ids.block(1 + num_returns)
         ctx = self.ctx
         job = self.job or ctx.job
         spec = (task_id, fid, name, blob, deps, num_returns, resources, max_retries,

@@ -16,13 +16,35 @@ from nbdist.backends.base import current
 from nbdist.ids import hex_id
 from nbdist.wire import serialization
 
+MAX_ID = 1 << 72  # client_no (node index, local number) << CLIENT_SHIFT | sequence
+
+
+def _id_from(value: object) -> int:
+    """The id of ``ObjectRef(value)`` made by user code: from `ObjectRef.binary` or the bytes
+    of `ObjectRef.hex`; anything else fails here, in the caller, never in the node."""
+    if isinstance(value, (bytes, bytearray)) and 0 < len(value) <= 16:
+        oid = int.from_bytes(value, "big")
+        if 0 < oid < MAX_ID:
+            return oid
+        raise ValueError(f"ObjectRef({bytes(value).hex()!r}): not the id of an nbdist object "
+                         "(ids come from ObjectRef.binary() or bytes.fromhex(ref.hex())).")
+    if type(value) is int:
+        raise ValueError(f"ObjectRef({value}): not the id of an nbdist object.")
+    if isinstance(value, (bytes, bytearray)):
+        raise ValueError(f"ObjectRef() takes the bytes of an object id (at most 16, from "
+                         f"ObjectRef.binary()), not {len(value)} bytes.")
+    raise TypeError(f"ObjectRef() takes the bytes of an object id (ObjectRef.binary()), not "
+                    f"{type(value).__name__}.")
+
 
 class ObjectRef:
     """A reference to a value in the cluster (possibly not computed yet)."""
 
     __slots__ = ("id", "__weakref__")
 
-    def __init__(self, oid: int, _add: bool = True) -> None:
+    def __init__(self, oid: int | bytes, _add: bool = True) -> None:
+        if type(oid) is not int or not 0 < oid < MAX_ID:
+            oid = _id_from(oid)
         self.id = oid
         client = current.client
         if client is not None:

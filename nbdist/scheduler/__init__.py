@@ -41,6 +41,9 @@ calls back up are callbacks)::
 ``actors``     ActorTable: id -> Actor: its worker or its node, a FIFO of calls (dispatched
                strictly in submission order as their arguments become ready), the calls in
                flight, restarts left; stand-ins routing calls to another node's actor.
+``bundles``    Bundles: this node's share of placement groups: bundles prepared (held for the
+               head's two-phase placement), committed (their ``<R>_group_<pg>`` resources in
+               ``Placement.total``), recently removed groups and why.
 ``notices``    Notices: events for the drivers and batched started / freed notices.
 ``states``     the worker and actor states and the only moves allowed between them, checked
                on every change (`IllegalTransition`).

@@ -54,6 +54,8 @@ class ActorTable:
         if forwarded and client.kind == P.KIND_NODE:
             actor.host_for = client.node_index
         self.by_id[actor.id] = actor
+        if client.kind == P.KIND_WORKER:
+            actor.creator = client.client_no
         # The creating process holds the actor through its handle.
         actor.count += 1
         client.holds.add(actor.id)
@@ -114,6 +116,7 @@ class ActorTable:
         init = self.init_task(actor)
         actor.inflight[init.id] = init
         init.worker = worker
+        init.gpus = actor.gpus  # its process sees them (CUDA_VISIBLE_DEVICES); the actor holds them
         self.tasks.exec(worker, init)
         self.pump(actor)
 
@@ -291,6 +294,12 @@ class ActorTable:
             self.io.kill_worker(actor.worker)
         else:
             self.gone(actor, "it was killed with kill()")
+
+    def creator_left(self, client_no: int) -> None:
+        """The worker that created actors is gone: its non-detached actors die with it."""
+        for actor in list(self.by_id.values()):
+            if actor.creator == client_no and not actor.detached:
+                self.gone(actor, "the worker that created it (its owner) died")
 
     def driver_left(self, job: int) -> None:
         for actor in list(self.by_id.values()):

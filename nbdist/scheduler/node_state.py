@@ -17,11 +17,18 @@ from collections.abc import Iterable
 from typing import Any
 
 from nbdist import events as ev
-from nbdist.exceptions import ActorDiedError, TaskCancelledError, WorkerCrashedError
+from nbdist.exceptions import (
+    ActorDiedError,
+    OutOfMemoryError,
+    TaskCancelledError,
+    TaskPlacementGroupRemoved,
+    WorkerCrashedError,
+)
 from nbdist.scheduler.actors import ActorTable
+from nbdist.scheduler.bundles import Bundles, group_of
 from nbdist.scheduler.notices import Notices
 from nbdist.scheduler.objects import ObjectTable
-from nbdist.scheduler.placement import Placement
+from nbdist.scheduler.placement import Placement, without_soft_pins
 from nbdist.scheduler.records import READY, Client, NodeIO, Obj, Shape, Task, Worker
 from nbdist.scheduler.tasks import TaskTable
 from nbdist.scheduler.workers import WorkerPool, exit_text
@@ -40,6 +47,7 @@ class NodeState:
                                    actor_ref=self._actor_ref)
         self.tasks = TaskTable(io, self.objects, self.notices)
         self.placement = Placement(io, self.node_index, resources, gpu_ids, self.objects.loc)
+        self.bundles = Bundles(self.placement)
         self.workers = WorkerPool(io, num_cpus, max_extra_workers)
         self.actors = ActorTable(io, self.node_index, self.tasks, self.placement, self.notices,
                                  place=self._deps_ready)
@@ -62,6 +70,7 @@ class NodeState:
         if client.kind == P.KIND_DRIVER:
             self.notices.jobs.pop(client.client_no, None)
             self.actors.driver_left(client.client_no)
+            self.io.to_head("group_job_ended", client.client_no)  # its groups go (Ray's rule)
         holds = client.holds
         client.holds = set()
         for oid in holds:
@@ -178,9 +187,19 @@ class NodeState:
                 return
             if placement.park(task):  # nodes can join this cluster: wait for one with it
                 return
+            if not task.spec[P.S_ACTOR]:
+                unpinned = without_soft_pins(shape)
+                if unpinned is not shape:  # its node is gone: anywhere will do
+                    task.shape = unpinned
+                    self._deps_ready(task)
+                    return
         self._infeasible(task, shape)
 
     def _infeasible(self, task: Task, shape: tuple[tuple[str, float], ...]) -> None:
+        ended = self.bundles.why_not(shape)
+        if ended is not None:
+            self._group_ended(task, ended)
+            return
         need = ", ".join(_amount(n, a) for n, a in shape)
         have = ", ".join(_amount(n, a) for n, a in sorted(self.placement.total.items())
                          if not n.startswith("node:"))
@@ -214,7 +233,9 @@ class NodeState:
                 if task.finished:
                     queue.popleft()
                     continue
-                worker = take_idle() if fits(shape) else None
+                extra = task.spec[P.S_EXTRA]
+                env = extra["runtime_env"]["key"] if extra and extra.get("runtime_env") else ""
+                worker = take_idle(env) if fits(shape) else None
                 if worker is None:
                     if placement.remote:
                         placement.spillback(queue, shape)
@@ -313,9 +334,10 @@ class NodeState:
         else:
             self.placement.requeue(task)
 
-    def _lost_run(self, task: Task, cancelled_note: str, reason: str, crash_text: str) -> None:
+    def _lost_run(self, task: Task, cancelled_note: str, reason: str, crash_text: str,
+                  error: type[Exception] = WorkerCrashedError) -> None:
         """The process running ``task`` is gone: it runs again while retries last, else
-        fails with WorkerCrashedError(``crash_text``); a cancelled one just ends."""
+        fails with ``error(crash_text)``; a cancelled one just ends."""
         if task.cancelled:
             self.tasks.finish_error(task, system_error_blob(TaskCancelledError(
                 f"Task {task.spec[P.S_NAME]!r} was cancelled{cancelled_note}.")))
@@ -323,7 +345,7 @@ class NodeState:
             self.tasks.retried(task, reason)
             self._requeue(task)
         else:
-            self.tasks.finish_error(task, system_error_blob(WorkerCrashedError(crash_text)))
+            self.tasks.finish_error(task, system_error_blob(error(crash_text)))
 
     # ---------------------------------------------------------------- blocking in get
     def blocked(self, worker: Worker) -> None:
@@ -379,13 +401,25 @@ class NodeState:
         if task is not None and not task.finished:
             self._worker_free(worker, task)
             name = task.spec[P.S_NAME]
-            self._lost_run(
-                task, " (its worker was stopped)", f"worker pid={worker.pid} {how}",
-                f"The worker (pid={worker.pid}) running task {name!r} {how}; no retries left "
-                f"(max_retries={task.spec[P.S_MAX_RETRIES]}). If the process ran out of "
-                "memory, lower the memory the task uses or give it more resources.")
+            retries = task.spec[P.S_MAX_RETRIES]
+            if worker.oom:  # killed by the node's memory monitor
+                self._lost_run(
+                    task, " (its worker was stopped)", f"out of memory: {worker.oom}",
+                    f"Task {name!r} failed: {worker.oom}; no retries left (max_retries="
+                    f"{retries}). Lower the memory the task uses, run fewer at once "
+                    "(num_cpus= or memory=), or raise memory_usage_threshold.",
+                    OutOfMemoryError)
+            else:
+                self._lost_run(
+                    task, " (its worker was stopped)", f"worker pid={worker.pid} {how}",
+                    f"The worker (pid={worker.pid}) running task {name!r} {how}; no retries "
+                    f"left (max_retries={retries}). If the process ran out of memory, lower "
+                    "the memory the task uses or give it more resources.")
         if worker.actor is not None:
             self.actors.worker_lost(worker.actor, worker, how)
+        if worker.client is not None:
+            # (Not for a worker the pool stopped while idle: only a lost one is a lost owner.)
+            self.actors.creator_left(worker.client.client_no)
         self.notices.everyone(ev.WorkerDown, (self.notices.node_id, worker.pid, how))
         self.placement.need_dispatch = True
 
@@ -399,7 +433,10 @@ class NodeState:
     # ---------------------------------------------------------------- other nodes
     def set_cluster_view(self, view: dict[int, dict[str, Any]]) -> None:
         """The other nodes as the head reports them; parked tasks try again."""
-        for task_id in self.placement.set_cluster_view(view):
+        self._unpark(self.placement.set_cluster_view(view))
+
+    def _unpark(self, task_ids: list[int]) -> None:
+        for task_id in task_ids:
             task = self._tasks.get(task_id)
             if task is None or task.finished:
                 self.placement.parked.pop(task_id, None)
@@ -476,6 +513,73 @@ class NodeState:
         self.objects.node_lost(index)
         for actor in restarting.values():
             self.actors.restart_elsewhere(actor, lost_calls.get(actor.id, []), index)
+
+    # ---------------------------------------------------------------- placement groups
+    def group_message(self, msg: tuple) -> tuple | None:
+        """A ``GROUP`` message from the head; the reply to send it, if any."""
+        op, pg = msg[1], msg[2]
+        if op == "prepare":
+            return (pg, msg[3], self.node_index, self.group_prepare(pg, msg[3], msg[4], msg[5]))
+        if op == "commit":
+            self.group_commit(pg, msg[3])
+        elif op == "cancel":
+            self.group_cancel(pg, msg[3])
+        elif op == "remove":
+            self.group_remove(pg, msg[3])
+        return None
+
+    def group_prepare(self, pg: str, attempt: int, bundles: list, commit: bool) -> bool:
+        """Phase one of placing bundles of group ``pg`` here (see `bundles`); with
+        ``commit``, both phases at once (every bundle of the attempt is here)."""
+        if not self.bundles.prepare(pg, attempt, [(i, dict(r)) for i, r in bundles]):
+            self.io.resources_changed()  # the head's view was stale: report what is free
+            return False
+        if commit:
+            self.group_commit(pg, attempt)
+        return True
+
+    def group_commit(self, pg: str, attempt: int) -> None:
+        if self.bundles.commit(pg, attempt):
+            self._unpark(list(self.placement.parked))
+
+    def group_cancel(self, pg: str, attempt: int) -> None:
+        self.bundles.cancel(pg, attempt)
+
+    def group_remove(self, pg: str, reason: str) -> None:
+        """Group ``pg`` is gone: its resources come back, what ran or waited in it ends."""
+        self.bundles.remove(pg, reason)
+        placement = self.placement
+        for task_id in list(placement.parked):
+            task = self._tasks.get(task_id)
+            if task is not None and group_of(task.placement_shape) == pg:
+                del placement.parked[task_id]
+                self._infeasible(task, task.placement_shape)
+        for shape in [s for s in placement.ready if group_of(s) == pg]:
+            for task in placement.ready.pop(shape):  # (its queue would stay forever)
+                if not task.finished:
+                    self._group_ended(task, reason)
+        for worker in list(self.workers.workers.values()):
+            task = worker.task
+            if task is not None and not task.finished and group_of(task.held) == pg:
+                self._group_ended(task, reason)
+                self.placement.release(task.held, task.gpus)  # the GPU ids come back
+                task.held, task.gpus = (), []
+                self.io.kill_worker(worker)
+        for actor in list(self.actors.by_id.values()):
+            if actor.state != "dead" and not actor.remote and actor.spec and group_of(
+                    actor.spec[P.S_RESOURCES] or ()) == pg:
+                actor.killed = True
+                self.actors.gone(actor, reason)
+
+    def _group_ended(self, task: Task, reason: str) -> None:
+        if task.spec[P.S_ACTOR] and task.spec[P.S_METHOD] == P.ACTOR_INIT:
+            actor = self.actors.by_id.get(task.spec[P.S_ACTOR])
+            if actor is not None:
+                actor.killed = True
+                self.actors.gone(actor, reason)
+                return
+        self.tasks.finish_error(task, system_error_blob(TaskPlacementGroupRemoved(
+            f"Task {task.spec[P.S_NAME]!r} cannot run: {reason}.")))
 
     # ---------------------------------------------------------------- notices and views
     @property

@@ -25,10 +25,23 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from nbdist.scheduler.bundles import group_of
 from nbdist.scheduler.records import Actor, NodeIO, Shape, Task
 from nbdist.wire import protocol as P
 
 EPS = 1e-9
+# Work pinned to a node asks for a sliver of that node's ``node:<id>`` resource: NODE_PIN
+# (node affinity) fails when the node is not in the cluster; SOFT_NODE_PIN (soft affinity,
+# SPREAD) is dropped then, and the work goes where it fits.
+NODE_PIN = 1e-4
+SOFT_NODE_PIN = 1e-5
+
+
+def without_soft_pins(shape: Shape) -> Shape:
+    """``shape`` without its soft node pins (the same object if it has none)."""
+    if not any(a == SOFT_NODE_PIN and n.startswith("node:") for n, a in shape):
+        return shape
+    return tuple((n, a) for n, a in shape if not (a == SOFT_NODE_PIN and n.startswith("node:")))
 
 
 class Placement:
@@ -40,6 +53,9 @@ class Placement:
         self.total = dict(resources)
         self.avail = dict(resources)
         self.free_gpus = list(gpu_ids)
+        self.group_gpus: dict[str, list[int]] = {}  # "GPU_group_<pg>" -> its free ids (bundles)
+        # placement groups removed (or found infeasible) recently -> why (see bundles.py)
+        self.ended_groups: collections.OrderedDict[str, str] = collections.OrderedDict()
         self.ready: dict[Shape, collections.deque[Task]] = {}
         self.pending_actors: collections.deque[Actor] = collections.deque()
         self.need_dispatch = False
@@ -69,15 +85,26 @@ class Placement:
             if name == "GPU":
                 n = int(amount + 0.999)
                 gpus, self.free_gpus = self.free_gpus[:n], self.free_gpus[n:]
+            elif name in self.group_gpus:
+                n = int(amount + 0.999)
+                pool = self.group_gpus[name]
+                gpus, pool[:] = pool[:n], pool[n:]
         self.io.resources_changed()
         return gpus
 
     def release(self, shape: Shape, gpus: list[int]) -> None:
         avail = self.avail
+        total = self.total
+        pool = self.free_gpus
         for name, amount in shape:
+            if "_group_" in name:
+                if name not in total:
+                    continue  # its placement group was removed meanwhile
+                if name in self.group_gpus:
+                    pool = self.group_gpus[name]
             avail[name] = avail.get(name, 0.0) + amount
         if gpus:
-            self.free_gpus.extend(gpus)
+            pool.extend(gpus)
         self.io.resources_changed()
 
     def lend_cpu(self, cpu: float) -> None:
@@ -168,8 +195,19 @@ class Placement:
 
     # ---------------------------------------------------------------- waiting for a node
     def park(self, task: Task) -> bool:
-        """Wait for a node that can run ``task`` to join, where nodes can; False if not."""
-        if self.infeasible_wait > 0 and not task.no_forward:
+        """Wait for a node that can run ``task`` to join, where nodes can; False if not.
+        Work in a placement group waits (without a deadline) until the group is placed."""
+        if task.no_forward:
+            return False
+        pg = group_of(task.placement_shape)
+        if pg is not None:
+            if pg in self.ended_groups:
+                return False
+            self.parked.setdefault(task.id, float("inf"))
+            return True
+        if any(n.startswith("node:") for n, _ in task.placement_shape):
+            return False  # pinned to a node that is not in the cluster: it will not join
+        if self.infeasible_wait > 0:
             self.parked.setdefault(task.id, time.monotonic() + self.infeasible_wait)
             return True
         return False

@@ -46,10 +46,13 @@ class Client:
 
 
 class Worker:
-    __slots__ = ("pid", "client", "state", "task", "actor", "fns", "blocked", "idle_since")
+    __slots__ = ("pid", "client", "state", "task", "actor", "fns", "blocked", "idle_since",
+                 "env", "oom")
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
+        self.env = ""  # the key of the runtime_env this process has ("": none)
+        self.oom = ""  # why the memory monitor killed it ("": it did not)
         self.client: Client | None = None
         self.state: WorkerState = "idle"
         self.task: Task | None = None
@@ -132,7 +135,7 @@ class Obj:
 class Actor:
     __slots__ = ("id", "spec", "state", "worker", "queue", "inflight", "restarts_left",
                  "count", "detached", "killed", "init_error", "name", "namespace", "held",
-                 "gpus", "job", "restarts", "remote", "host_for")
+                 "gpus", "job", "restarts", "remote", "host_for", "creator")
 
     def __init__(self, spec: tuple, job: int) -> None:
         extra = spec[P.S_EXTRA] or {}
@@ -157,6 +160,9 @@ class Actor:
         # of an actor placed there, and for a stand-in (routes calls to the actor's owner).
         self.remote = 0
         self.host_for = 0  # runs here for its owner, node `host_for`
+        # The worker (client number) whose task or actor created it: it dies with that
+        # process unless detached (fate sharing, as Ray's owner). 0: a driver created it.
+        self.creator = 0
 
     def to(self, new: ActorState) -> None:
         if new not in ACTOR_MOVES[self.state]:

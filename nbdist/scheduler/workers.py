@@ -9,6 +9,12 @@ workers are blocked in `get` (their CPU lent back) or tasks with ``num_cpus=0`` 
 Extra workers idle for longer than ``IDLE_EXTRA_S`` are stopped. A process is started through
 `NodeIO.spawn_worker`, which reports it back through `started`.
 
+Runtime environments: a worker that ran a task with a runtime_env (``extra["runtime_env"]``,
+see `nbdist.driver.runtime_env`) keeps it for life (``Worker.env``, its key) and takes only
+tasks with the same key; a worker with none takes any task, and is bound by the first one with
+a key. When every idle worker is bound to another key and no more may start, one of them is
+stopped for a new one. Until the first task with a key, the pool is the plain stack below.
+
 State changes (`states`): idle -> busy -> idle per task, idle -> actor for a process started
 for an actor, any -> dead once (a second loss report of the same worker is ignored).
 """
@@ -30,6 +36,7 @@ class WorkerPool:
         self.max_workers = num_cpus + max_extra_workers
         self.workers: dict[int, Worker] = {}
         self.idle: list[Worker] = []
+        self.envs = False  # a task with a runtime_env was seen: match workers by key
 
     def __len__(self) -> int:
         return len(self.workers)
@@ -38,8 +45,11 @@ class WorkerPool:
         self.workers[worker.pid] = worker
         self.idle.append(worker)
 
-    def take_idle(self) -> Worker | None:
-        """An idle task worker, started now if the limits allow; None if none may be."""
+    def take_idle(self, env: str = "") -> Worker | None:
+        """An idle task worker for a task with runtime_env key ``env``, started now if the
+        limits allow; None if none may be."""
+        if env or self.envs:
+            return self._take_for(env)
         while self.idle:
             w = self.idle.pop()
             if w.state == "idle":
@@ -53,6 +63,40 @@ class WorkerPool:
         if len(self.workers) >= self.max_workers:
             return None
         return self.io.spawn_worker()
+
+    def _take_for(self, env: str) -> Worker | None:
+        self.envs = True
+        self.idle = idle = [w for w in self.idle if w.state == "idle"]
+        pick = next((i for i in range(len(idle) - 1, -1, -1) if idle[i].env == env), None)
+        if pick is None and env:
+            pick = next((i for i in range(len(idle) - 1, -1, -1) if not idle[i].env), None)
+        if pick is not None:
+            worker: Worker | None = idle.pop(pick)
+        else:
+            worker = self._spawn() if self._may_spawn() else None
+            if worker is None and idle and len(self.workers) >= self.max_workers:
+                other = idle.pop(0)  # the longest idle, bound to another runtime_env
+                other.to("dead")
+                self.workers.pop(other.pid, None)
+                self.io.kill_worker(other, graceful=True)
+                worker = self._spawn()
+        if worker is not None:
+            worker.env = env
+        return worker
+
+    def _may_spawn(self) -> bool:
+        active = sum(1 for w in self.workers.values()
+                     if w.state in ("idle", "busy") and not w.blocked)
+        if active >= self.num_cpus + 1 and len(self.workers) >= self.num_cpus:
+            if active >= self.max_workers:
+                return False
+        return len(self.workers) < self.max_workers
+
+    def _spawn(self) -> Worker | None:
+        worker = self.io.spawn_worker()
+        if worker is not None and self.idle and self.idle[-1] is worker:
+            self.idle.pop()  # reported idle by `started`; it is taken now
+        return worker
 
     def run(self, worker: Worker, task: Task) -> None:
         worker.to("busy")

@@ -9,8 +9,9 @@ import nbdist
 from nbdist import exceptions
 
 EXPECTED = {
-    "ActorClass", "ActorHandle", "ObjectRef", "RemoteFunction", "available_resources",
-    "cancel", "cancel_submitted", "cluster_resources", "events", "exceptions", "get", "get_actor",
+    "ActorClass", "ActorHandle", "DynamicObjectRefGenerator", "ObjectRef", "ObjectRefGenerator",
+    "RemoteFunction", "available_resources",
+    "cancel", "cancel_submitted", "cluster_resources", "events", "exceptions", "get", "get_actor", "get_gpu_ids",
     "get_runtime_context", "init", "is_initialized", "kill", "method", "nodes", "put",
     "remote", "show", "shutdown", "timeline", "util", "wait",
 }

@@ -42,13 +42,17 @@ from typing import Any
 
 from nbdist import events as ev
 from nbdist.backends.base import current, set_backend
-from nbdist.backends.ray import worker
+from nbdist.backends.ray import generators, worker
 from nbdist.backends.ray.errors import RetryableTaskFailure, translate
+from nbdist.backends.ray.generators import RayObjectRefGenerator
+from nbdist.backends.ray.groups import RayGroups
 from nbdist.backends.ray.refs import ObjectRef as RayRef
 from nbdist.backends.ray.refs import RayActorHandle, wrap
+from nbdist.driver import options as compat
 from nbdist.driver.actor import ActorHandle
 from nbdist.driver.context import ContextNames
 from nbdist.driver.records import show_output
+from nbdist.driver.strategies import strategy_of, to_ray_strategy
 from nbdist.exceptions import ClusterError, GetTimeoutError, SerializationError
 from nbdist.objects.refs import ObjectRef
 
@@ -59,9 +63,10 @@ PROGRESS_STEPS = 20  # WaitProgress events of a get of many refs
 AGENT_START_TIMEOUT_MS = 120_000
 # Ray keeps values up to this size in the owner's memory rather than in shared memory.
 RAY_INLINE_MAX = 100 * 1024
-_ACTOR_OPTION_NAMES = ("num_cpus", "num_gpus", "resources", "memory", "max_restarts",
-                       "max_task_retries", "max_concurrency", "name", "namespace", "lifetime",
-                       "get_if_exists")
+_ACTOR_OPTION_NAMES = ("num_cpus", "num_gpus", "resources", "memory", "accelerator_type",
+                       "max_restarts", "max_task_retries", "max_concurrency", "name",
+                       "namespace", "lifetime", "get_if_exists",
+                       "concurrency_groups") + compat.RAY_ACTOR
 
 
 def import_ray() -> Any:
@@ -79,6 +84,7 @@ class RayBackend:
 
     def __init__(self, mode: str) -> None:
         self.mode = mode
+        self.group_ops = RayGroups()  # placement groups: Ray's own (nbdist.driver.groups)
         self.driver = mode == "driver"
         self._fns: dict[tuple, Any] = {}
         self._hosts: dict[int, Any] = {}
@@ -128,7 +134,11 @@ class RayBackend:
         return worker.context_for_submit()
 
     def submit_task(self, rf: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
-        key = (rf._fid, rf._task_name, rf._nret, rf._shape, rf._retries, rf._retry_exc)
+        key: tuple = (rf._fid, rf._task_name, rf._nret, rf._shape, rf._retries, rf._retry_exc)
+        if type(rf._nret) is str:  # a generator
+            key += (rf._options.get("_generator_backpressure_num_objects"),)
+        if rf._strategy is not None or "accelerator_type" in rf._options:
+            key += (rf._strategy, rf._options.get("accelerator_type"))
         fn = self._fns.get(key)
         if fn is None:
             fn = self._fns[key] = self._export(rf)
@@ -139,6 +149,9 @@ class RayBackend:
             out = fn.remote(tag, *a, **kw)
         except Exception as exc:
             raise _submit_error(exc, f"task {rf._task_name!r}") from None
+        if rf._nret == "streaming":
+            self._submitted(out.completed(), rf._task_name, deps, tag, parent, None)
+            return RayObjectRefGenerator(out)
         self._submitted(out, rf._task_name, deps, tag, parent, None)
         return wrap(out)
 
@@ -148,15 +161,23 @@ class RayBackend:
         opts = rf._options
         retry = opts.get("retry_exceptions")
         retry_spec = tuple(retry) if isinstance(retry, (list, tuple)) else bool(retry)
-        fn = worker.make_task_function(rf._function, rf._task_name, retry_spec, use_in_worker)
+        if type(rf._nret) is str:
+            fn = generators.make_task_function(rf._function, rf._task_name, rf._nret,
+                                               use_in_worker)
+        else:
+            fn = worker.make_task_function(rf._function, rf._task_name, retry_spec,
+                                           use_in_worker)
         ray_opts: dict[str, Any] = {
-            "num_returns": rf._nret,
+            "num_returns": 1 if rf._nret == "dynamic" else rf._nret,
             "max_retries": opts.get("max_retries", 3),
             "retry_exceptions": [RetryableTaskFailure] if retry_spec else False,
         }
-        for name in ("num_cpus", "num_gpus", "resources", "memory", "name"):
+        for name in ("num_cpus", "num_gpus", "resources", "memory", "name", "accelerator_type",
+                     "_generator_backpressure_num_objects") + compat.RAY_TASK:
             if opts.get(name) is not None:
                 ray_opts[name] = opts[name]
+        if rf._strategy is not None:
+            ray_opts["scheduling_strategy"] = to_ray_strategy(rf._strategy)
         return ray.remote(**ray_opts)(fn)
 
     def _submitted(self, out: Any, name: str, deps: list[str], tag: str | None,
@@ -198,9 +219,12 @@ class RayBackend:
         if host is None:
             _mirror_pickle_by_value()
             host = self._hosts[ac._fid] = ray.remote(
-                worker.make_host_class(ac._cls, ac._methods, use_in_worker))
+                generators.make_host_class(ac._cls, ac._methods, use_in_worker))
         opts = {k: ac._options[k] for k in _ACTOR_OPTION_NAMES
                 if ac._options.get(k) is not None}
+        strategy = strategy_of(ac._options)
+        if strategy is not None:
+            opts["scheduling_strategy"] = to_ray_strategy(strategy)
         tag, _ = self._context()
         a, kw = _unwrap_args(args, kwargs, [])
         try:
@@ -219,7 +243,8 @@ class RayBackend:
                     args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
         if type(handle) is not RayActorHandle:
             _ray_handle(handle)  # raises: a handle of nbdist's own engine
-        call, direct = handle.ray_call(method, nret, task_name)
+        method, _, group = method.partition("@")  # a call naming its concurrency group
+        call, direct = handle.ray_call(method, nret, task_name, group)
         tag, parent = self._context()
         deps: list[str] = []
         a, kw = _unwrap_args(args, kwargs, deps)
@@ -228,6 +253,10 @@ class RayBackend:
                    else call.remote(tag, method, *a, **kw))
         except Exception as exc:
             raise _submit_error(exc, f"actor method {task_name!r}") from None
+        if type(nret) is not int and nret != "dynamic":
+            self._submitted(out.completed(), task_name, deps, tag, parent,
+                            str(handle._actor_id))
+            return RayObjectRefGenerator(out)
         self._submitted(out, task_name, deps, tag, parent, str(handle._actor_id))
         return wrap(out)
 
@@ -329,7 +358,7 @@ class RayBackend:
         wait_id = 0
         if self.driver:
             wait_id = next(self._wait_ids)
-            ev.publish(ev.WaitBegun(time.time(), wait_id, "wait", tuple(r.hex() for r in raw),
+            ev.publish(ev.WaitBegun(time.time(), wait_id, "wait", tuple(r.hex() for r in refs),
                                     num_returns, 0, ev.current_submitter()))
         try:
             done, _ = ray.wait(raw, num_returns=num_returns, timeout=timeout,
@@ -511,6 +540,9 @@ def _raw_refs(refs: Sequence[ObjectRef]) -> list[Any]:
     out = []
     for ref in refs:
         if type(ref) is not RayRef:
+            if type(ref) is RayObjectRefGenerator:  # wait() takes Ray's generators as they are
+                out.append(ref._native())
+                continue
             raise _foreign_ref()
         out.append(ref.ray_ref)
     return out
@@ -595,6 +627,11 @@ def start(address: str | None, init_kwargs: dict[str, Any], namespace: str | Non
             "Call ray.shutdown() first, then nbdist.init(backend='ray').")
     kwargs = {k: v for k, v in init_kwargs.items() if v is not None}
     kwargs.setdefault("include_dashboard", False)
+    # nbdist's init() arguments for memory protection are Ray's system config entries.
+    memory = {k: kwargs.pop(k) for k in ("memory_usage_threshold", "memory_monitor_refresh_ms")
+              if k in kwargs}
+    if memory:
+        kwargs["_system_config"] = {**(kwargs.get("_system_config") or {}), **memory}
     if address is None:
         address = os.environ.get("RAY_ADDRESS") or "local"
     if address == "local":

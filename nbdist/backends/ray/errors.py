@@ -11,7 +11,8 @@ nbdist's engine. Everything else Ray raises maps by kind:
     ray ActorDiedError / RayActorError    ActorDiedError (the constructor's traceback in the
                                           message when __init__ raised)
     ray ActorUnavailableError             ActorUnavailableError
-    ray WorkerCrashedError, OutOfMemory   WorkerCrashedError
+    ray WorkerCrashedError                WorkerCrashedError
+    ray OutOfMemoryError                  OutOfMemoryError
     ray ObjectLostError and its kinds     ObjectLostError
     ray ObjectStoreFullError              ObjectStoreFullError
     ray RaySystemError, node died         ClusterError
@@ -30,8 +31,10 @@ from nbdist.exceptions import (
     NbdistError,
     ObjectLostError,
     ObjectStoreFullError,
+    OutOfMemoryError,
     TaskCancelledError,
     TaskError,
+    TaskPlacementGroupRemoved,
     WorkerCrashedError,
 )
 
@@ -62,11 +65,16 @@ def translate(exc: BaseException) -> BaseException:
         return GetTimeoutError(str(exc))
     if isinstance(exc, rex.TaskCancelledError):
         return TaskCancelledError(f"The task was cancelled with cancel(): {exc}")
+    if isinstance(exc, rex.TaskPlacementGroupRemoved):
+        return TaskPlacementGroupRemoved(f"The task's placement group was removed: {exc}")
     if isinstance(exc, rex.ActorUnavailableError):
         return ActorUnavailableError(str(exc))
     if isinstance(exc, rex.RayActorError):
         return ActorDiedError(_actor_text(exc))
-    if isinstance(exc, (rex.WorkerCrashedError, rex.OutOfMemoryError)):
+    if isinstance(exc, rex.OutOfMemoryError):
+        return OutOfMemoryError(f"Ray's memory monitor killed the task's worker and its "
+                                f"retries were used up: {exc}")
+    if isinstance(exc, rex.WorkerCrashedError):
         return WorkerCrashedError(
             f"The worker process running the task died and its retries (max_retries) were "
             f"used up: {exc}")

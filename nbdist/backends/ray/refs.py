@@ -83,7 +83,7 @@ class RayActorHandle(ActorHandle):
         self._actor_id = ray_handle._actor_id.hex()
         self._class_name = class_name
         self._methods = methods
-        self._calls: dict[tuple[str, int, str], tuple[Any, bool]] = {}
+        self._calls: dict[tuple[str, Any, str, str], tuple[Any, bool]] = {}
 
     def __del__(self) -> None:
         return None
@@ -94,17 +94,25 @@ class RayActorHandle(ActorHandle):
     def __repr__(self) -> str:
         return f"Actor({self._class_name}, {self._actor_id})"
 
-    def ray_call(self, method: str, nret: int, task_name: str) -> tuple[Any, bool]:
+    def ray_call(self, method: str, nret: Any, task_name: str,
+                 group: str = "") -> tuple[Any, bool]:
         """(the Ray method object that runs calls of ``method`` with these options, whether
         it is the host's own method for it: else ``nbdist_call``, given the name), cached."""
-        key = (method, nret, task_name)
+        key = (method, nret, task_name, group)
         found = self._calls.get(key)
         if found is None:
             direct = direct_method(method)
             call = getattr(self.ray_handle, method if direct else "nbdist_call")
             options: dict[str, Any] = {}
-            if nret != 1:
+            if isinstance(nret, tuple):  # ("streaming", backpressure)
+                options["num_returns"] = nret[0]
+                options["_generator_backpressure_num_objects"] = nret[1]
+            elif nret == "dynamic":
+                pass  # the host's method returns nbdist's DynamicObjectRefGenerator
+            elif nret != 1:
                 options["num_returns"] = nret
+            if group:
+                options["concurrency_group"] = group
             if task_name != f"{self._class_name}.{method}" or not direct:
                 options["name"] = task_name
             found = self._calls[key] = (call.options(**options) if options else call, direct)

@@ -59,6 +59,7 @@ class CallInfo:
     sink: Any
     task_id: str = ""
     printed: bool = False
+    owner: Any = None  # the actor object whose method runs, for its own __repr__
     partial: dict[str, str] = field(default_factory=dict)
 
     def task_hex(self) -> str:
@@ -265,8 +266,19 @@ class CapturedStream:
 def _emit(info: CallInfo, stream: str, line: str) -> None:
     info.printed = True
     assert info.sink is not None
-    outbox.add(info.sink, ("out", info.task_hex(), info.name, os.getpid(), stream, line,
-                           info.tag, time.time()))
+    outbox.add(info.sink, ("out", info.task_hex(), actor_label(info.owner) or info.name,
+                           os.getpid(), stream, line, info.tag, time.time()))
+
+
+def actor_label(obj: Any) -> str | None:
+    """An actor's own ``__repr__``, if its class defines one: its output lines go under
+    that name, as Ray prints them."""
+    if obj is None or type(obj).__repr__ is object.__repr__:
+        return None
+    try:
+        return repr(obj)[:200]
+    except Exception:  # a broken __repr__ must not lose the line
+        return None
 
 
 _installed = False
@@ -337,7 +349,7 @@ def run_call(fn: Any, name: str, retry: Any, tag: str | None, args: Any, kwargs:
     around every task and actor call."""
     if not _installed:
         setup()
-    info = CallInfo(name, tag, _sink[0])
+    info = CallInfo(name, tag, _sink[0], owner=getattr(fn, "__self__", None))
     token = current.set(info)
     try:
         value = fn(*args, **kwargs)
@@ -355,7 +367,7 @@ async def run_call_async(fn: Any, name: str, tag: str | None, args: Any, kwargs:
                          setup: Any) -> Any:
     if not _installed:
         setup()
-    info = CallInfo(name, tag, _sink[0])
+    info = CallInfo(name, tag, _sink[0], owner=getattr(fn, "__self__", None))
     token = current.set(info)
     try:
         value = fn(*args, **kwargs)

@@ -70,6 +70,7 @@ class _Run:
     slot: ActorSlot
     run_ref: Any
     started: float
+    key: str  # names this start of the trial in the actor's polls
     poll_ref: Any = None
     decision: str = ""
     decided_at: float = 0.0
@@ -94,6 +95,7 @@ class TuneController:
         self.trainable = trainable
         self.run_id = uuid.uuid4().hex[:5]
         self.counter = len(self.trials)
+        self.starts = 0  # trial starts so far (a trial starts again after a pause or failure)
         self.iteration = 0
         self.ending = ""  # why no more trials start: "time budget", "stopper", "fail fast"
         self.interrupted = False
@@ -240,7 +242,10 @@ class TuneController:
             "checkpoint_frequency": self.settings.checkpoint_config.checkpoint_frequency,
             "checkpoint_at_end": bool(self.settings.checkpoint_config.checkpoint_at_end),
         }
-        self.running[trial] = _Run(slot, slot.handle.run.remote(spec), time.monotonic())
+        self.starts += 1
+        spec["run_key"] = f"{trial.trial_id}/{self.starts}"
+        self.running[trial] = _Run(slot, slot.handle.run.remote(spec), time.monotonic(),
+                                   spec["run_key"])
         resumed = trial.status == Trial.PAUSED or trial.num_failures or restore is not None
         trial.status = Trial.RUNNING
         trial.stopping = ""
@@ -286,12 +291,11 @@ class TuneController:
         if not self.running:
             return
         timeout = WAIT_S
-        for trial, run in self.running.items():
+        for run in self.running.values():
             if run.poll_ref is None:
                 due = run.started + FIRST_POLL_S - now
                 if due <= 0:
-                    run.poll_ref = run.slot.handle.poll.remote(trial.trial_id, "",
-                                                               POLL_TIMEOUT_S)
+                    run.poll_ref = run.slot.handle.poll.remote(run.key, "", POLL_TIMEOUT_S)
                 else:
                     timeout = min(timeout, due)
         refs = {(run.poll_ref or run.run_ref): trial for trial, run in self.running.items()}
@@ -330,7 +334,7 @@ class TuneController:
             self.on_done(trial, run, error)
         else:
             run.poll_ref = run.slot.handle.poll.remote(
-                trial.trial_id, run.decision if run.decision != CONTINUE else "",
+                run.key, run.decision if run.decision != CONTINUE else "",
                 POLL_TIMEOUT_S)
 
     def on_done(self, trial: Trial, run: _Run, error: Any) -> None:
@@ -362,8 +366,12 @@ class TuneController:
         if checkpoint is not None:
             self.on_checkpoint(trial, checkpoint, result)
         stop = bool(result.get("done")) or self.stopper(trial.trial_id, result)
-        self.source.on_trial_result(trial.trial_id, result)
-        decision = self.scheduler.on_trial_result(self, trial, result)
+        # As Ray: a met stop criterion is the controller's decision, so the scheduler is not
+        # asked, and the searcher hears only of results after which the trial goes on (both
+        # get the last result with on_trial_complete).
+        decision = STOP if stop else self.scheduler.on_trial_result(self, trial, result)
+        if decision != STOP:
+            self.source.on_trial_result(trial.trial_id, result)
         note = ""
         if stop:
             decision = STOP

@@ -3,12 +3,14 @@
 Two of its threads matter (it is a threaded actor, ``max_concurrency=2``):
 
     driver ── run(spec) ──────▶ thread A: the trainable; each report appends to Session.results
-           ── poll(id, decision) ▶ thread B: waits for reports, returns them all at once,
+           ── poll(key, decision) ▶ thread B: waits for reports, returns them all at once,
                                              and leaves the decision where report() sees it
 
 ``run`` returns when the trainable ends (returns, raises, or is stopped at a report), with
 its failure and the reports no poll took: a short trial, over before the driver's first poll,
-costs one call. The actor's repr names the trial it runs (``Trial(<trial id>)``), which is how
+costs one call. A poll names the run it is for (``spec["run_key"]``, one per start of a
+trial), so a trial paused and resumed on the same actor is never answered by its previous,
+finished run. The actor's repr names the trial it runs (``Trial(<trial id>)``), which is how
 the notebook groups a trial's printed lines.
 """
 
@@ -63,13 +65,16 @@ class TrialActor:
             session.finish(error)
         return session.leftovers(), error
 
-    def poll(self, trial_id: str, decision: str, timeout: float) -> tuple[
+    def poll(self, run_key: str, decision: str, timeout: float) -> tuple[
             list[dict[str, Any]], bool, Any]:
+        """The reports of the run ``run_key`` (one start of a trial), waiting for that run to
+        begin: a paused trial resumed on the same actor must not be answered by the session
+        of its previous start, which has ended."""
         with self.cond:
             self.cond.wait_for(lambda: self.session is not None
-                               and self.session.trial_id == trial_id, timeout)
+                               and self.session.run_key == run_key, timeout)
             session = self.session
-        if session is None or session.trial_id != trial_id:
+        if session is None or session.run_key != run_key:
             return [], False, None
         return session.take(decision, timeout)
 

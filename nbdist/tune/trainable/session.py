@@ -73,6 +73,7 @@ class Session:
     def __init__(self, spec: dict[str, Any]) -> None:
         self.spec = spec
         self.trial_id: str = spec["trial_id"]
+        self.run_key: str = spec.get("run_key", self.trial_id)  # this start of the trial
         self.context = TuneContext(spec)
         self.cond = threading.Condition()
         self.results: list[dict[str, Any]] = []
