@@ -36,6 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from nbdist.driver import generators, runtime, runtime_env
+from nbdist.driver.client_parts import Dep
 from nbdist.exceptions import ActorDiedError, SerializationError, TaskCancelledError, TaskError
 from nbdist.wire import links, serialization, transport
 from nbdist.wire import protocol as P
@@ -300,9 +301,9 @@ class Worker:
         args, kwargs = serialization.loads(blob)
         if dep_locs:
             values = [self.client.value(loc) for loc in dep_locs]
-            args = [values[a.index] if isinstance(a, runtime.Dep) else a for a in args]
+            args = [values[a.index] if isinstance(a, Dep) else a for a in args]
             if kwargs:
-                kwargs = {k: values[v.index] if isinstance(v, runtime.Dep) else v
+                kwargs = {k: values[v.index] if isinstance(v, Dep) else v
                           for k, v in kwargs.items()}
         return args, kwargs
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 import collections
 import itertools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from nbdist.exceptions import ClusterError, ObjectStoreFullError
+from nbdist.objects.refs import ObjectRef
 from nbdist.wire import protocol as P
 from nbdist.wire import serialization
 
@@ -179,3 +180,47 @@ def raise_control_error(result: Any) -> None:
     if text.startswith("ObjectStoreFullError: "):
         raise ObjectStoreFullError(text[len("ObjectStoreFullError: "):])
     raise ClusterError(text)
+
+
+def encode_args(args: Sequence[Any], kwargs: dict[str, Any], what: str, inline_max: int,
+                put: Callable[[Any], ObjectRef]
+                ) -> tuple[bytes, tuple[int, ...], tuple[int, ...], list[ObjectRef]]:
+    """Pickle arguments with top-level refs as placeholders.
+
+    Arguments larger than ``inline_max`` go through the object store (``put``). Returns (blob,
+    dep ids, contained ids, refs to keep alive until submitted)."""
+    if not args and not kwargs:
+        return b"", (), (), []
+    if not kwargs and all(type(a) is ObjectRef for a in args):
+        # Only refs (f.remote(x), g.remote(x, y)): the values, in order, are the deps.
+        return P.ARGS_ALL_DEPS, tuple(a.id for a in args), (), []
+    deps: list[int] = []
+    keep: list[ObjectRef] = []
+
+    def sub(value: Any) -> Any:
+        if isinstance(value, ObjectRef):
+            deps.append(value.id)
+            return Dep(len(deps) - 1)
+        return value
+
+    new_args = [sub(a) for a in args]
+    new_kwargs = {k: sub(v) for k, v in kwargs.items()} if kwargs else {}
+    try:
+        parts, size, contained = serialization.dumps((new_args, new_kwargs))
+    except Exception as exc:
+        raise serialization.argument_error(args, kwargs, what, exc) from exc
+    if size > inline_max:
+        # Large arguments travel through the object store, not inside the task message.
+        big = serialization.too_big_inline
+        for i, value in enumerate(new_args):
+            if not isinstance(value, Dep) and big(value, inline_max):
+                ref = put(value)
+                keep.append(ref)
+                new_args[i] = sub(ref)
+        for k, value in list(new_kwargs.items()):
+            if not isinstance(value, Dep) and big(value, inline_max):
+                ref = put(value)
+                keep.append(ref)
+                new_kwargs[k] = sub(ref)
+        parts, size, contained = serialization.dumps((new_args, new_kwargs))
+    return serialization.join(parts), tuple(deps), contained, keep

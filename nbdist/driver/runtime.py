@@ -40,12 +40,12 @@ from nbdist.backends.base import current as _current
 from nbdist.driver import records
 from nbdist.driver.client_parts import (
     ControlRequests,
-    Dep,
     Flag,
     Lease,
     TaskContext,
     Waiter,
     WaitTable,
+    encode_args,
     raise_control_error,
 )
 from nbdist.driver.direct import DirectCalls
@@ -277,53 +277,13 @@ class CoreClient:
         self._fns.add(fid)
         return [(P.REGISTER_FN, fid, pickled)]
 
-    def encode_args(self, args: Sequence[Any], kwargs: dict[str, Any], what: str
-                    ) -> tuple[bytes, tuple[int, ...], tuple[int, ...], list[ObjectRef]]:
-        """Pickle arguments with top-level refs as placeholders.
-
-        Returns (blob, dep ids, contained ids, refs to keep alive until submitted)."""
-        if not args and not kwargs:
-            return b"", (), (), []
-        if not kwargs and all(type(a) is ObjectRef for a in args):
-            # Only refs (f.remote(x), g.remote(x, y)): the values, in order, are the deps.
-            return P.ARGS_ALL_DEPS, tuple(a.id for a in args), (), []
-        deps: list[int] = []
-        keep: list[ObjectRef] = []
-
-        def sub(value: Any) -> Any:
-            if isinstance(value, ObjectRef):
-                deps.append(value.id)
-                return Dep(len(deps) - 1)
-            return value
-
-        new_args = [sub(a) for a in args]
-        new_kwargs = {k: sub(v) for k, v in kwargs.items()} if kwargs else {}
-        try:
-            parts, size, contained = serialization.dumps((new_args, new_kwargs))
-        except Exception as exc:
-            raise serialization.argument_error(args, kwargs, what, exc) from exc
-        if size > self.inline_max:
-            # Large arguments travel through the object store, not inside the task message.
-            big = serialization.too_big_inline
-            for i, value in enumerate(new_args):
-                if not isinstance(value, Dep) and big(value, self.inline_max):
-                    ref = self.put(value)
-                    keep.append(ref)
-                    new_args[i] = sub(ref)
-            for k, value in list(new_kwargs.items()):
-                if not isinstance(value, Dep) and big(value, self.inline_max):
-                    ref = self.put(value)
-                    keep.append(ref)
-                    new_kwargs[k] = sub(ref)
-            parts, size, contained = serialization.dumps((new_args, new_kwargs))
-        return serialization.join(parts), tuple(deps), contained, keep
-
     def submit(self, fid: int, pickled: bytes | None, name: str, args: Sequence[Any],
                kwargs: dict[str, Any], num_returns: int, resources: tuple | None,
                max_retries: int, retry_exceptions: Any, actor_id: int = 0,
                method: str | None = None, extra: dict[str, Any] | None = None,
                task_id: int = 0) -> tuple[int, list[ObjectRef]]:
-        blob, deps, contained, keep = self.encode_args(args, kwargs, f"{name!r}")
+        blob, deps, contained, keep = encode_args(args, kwargs, f"{name!r}", self.inline_max,
+                                                  self.put)
         # (A streaming task comes with an id of its region, `nbdist.driver.generators`.)
         task_id = task_id or self.ids.block(1 + num_returns)
         ctx = self.ctx
