@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from polling import poll
 
 import nbdist
 from nbdist import tune
@@ -42,13 +43,29 @@ def test_hyperband_pauses_and_resumes_from_checkpoints(storage: str) -> None:
         with lock:
             notes.extend(e for e in batch if e.note)
 
+    completed: list[str] = []
+
+    class Completions(tune.Callback):
+        def on_trial_complete(self, iteration: int, trials: list[Any], trial: Any,
+                              **info: Any) -> None:
+            completed.append(trial.trial_id)
+
     unsubscribe = nbdist.events.subscribe(collect, kinds=["run_update"])
     try:
         grid = tune.Tuner(train, param_space={"lr": tune.grid_search(
             [0.9, 0.1, 0.5, 0.3, 0.7, 0.2, 0.8, 0.4, 0.6])},
             tune_config=tune.TuneConfig(metric="w", mode="max", scheduler=HyperBandScheduler(
                 max_t=20, reduction_factor=3)),
-            run_config=tune.RunConfig(storage_path=storage, verbose=0)).fit()
+            run_config=tune.RunConfig(storage_path=storage, verbose=0,
+                                      callbacks=[Completions()])).fit()
+        losers = {r.metrics["trial_id"] for r in grid if r.metrics["training_iteration"] < 20}
+
+        def stopped() -> set[str]:
+            with lock:
+                return {e.member for e in notes if e.note.startswith("stopped by HyperBand")}
+
+        # each trial cut at a milestone, running or paused, is marked stopped by the scheduler
+        poll(lambda: losers and losers <= stopped(), what=f"stop notes for {losers}")
     finally:
         unsubscribe()
     assert grid.errors == [] and {r.status for r in grid} == {"TERMINATED"}
@@ -65,6 +82,9 @@ def test_hyperband_pauses_and_resumes_from_checkpoints(storage: str) -> None:
     assert any(t.startswith("paused by HyperBandScheduler at iteration") for t in texts)
     assert any(t.startswith("stopped by HyperBandScheduler") for t in texts)
     assert "checkpoint saved" in texts
+    # paused losers are ended through the controller's stop_trial: completed like any other
+    # trial (callbacks, searcher, storage), each exactly once
+    assert sorted(completed) == sorted(r.metrics["trial_id"] for r in grid)
 
 
 def test_pbt_restarts_trials_from_better_ones(storage: str) -> None:

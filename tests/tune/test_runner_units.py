@@ -56,6 +56,31 @@ def test_a_stop_decision_ends_the_trainable_at_its_next_report(tmp_path: Path) -
     assert not runner.is_alive() and error is None
 
 
+def test_a_resumed_trials_poll_is_answered_by_its_new_run_not_its_ended_one(tmp_path: Path
+                                                                           ) -> None:
+    actor = TrialActor(endless)
+    paused = threading.Thread(target=actor.run, args=(_spec("p_1", tmp_path, run_key="p_1/1"),))
+    paused.start()
+    done = False
+    while not done:
+        _, done, _ = actor.poll("p_1/1", "PAUSE", 10.0)
+    paused.join(10)
+    # Resumed on the same actor: its first poll may reach the actor before its run does.
+    answers: list[Any] = []
+    poller = threading.Thread(target=lambda: answers.append(actor.poll("p_1/2", "", 10.0)))
+    poller.start()
+    resumed = threading.Thread(target=actor.run,
+                               args=(_spec("p_1", tmp_path, run_key="p_1/2"),))
+    resumed.start()
+    poller.join(15)
+    results, done, error = answers[0]
+    assert results and not done and error is None  # the new run's reports; it goes on
+    while not done:
+        _, done, _ = actor.poll("p_1/2", "STOP", 10.0)
+    resumed.join(10)
+    assert not resumed.is_alive()
+
+
 def raises(config: dict[str, Any]) -> None:
     tune.report({"x": 1})
     raise KeyError("missing")

@@ -110,6 +110,34 @@ def test_dict_stop_criteria_stop_each_trial_where_met(storage: str) -> None:
     assert all(len(r.metrics_dataframe) == r.metrics["training_iteration"] for r in grid)
 
 
+def test_a_met_stop_criterion_is_not_the_schedulers_or_searchers_decision(storage: str
+                                                                           ) -> None:
+    from nbdist.tune.schedulers import FIFOScheduler
+    from nbdist.tune.search import BasicVariantGenerator
+
+    seen: dict[str, list[int]] = {"scheduler": [], "searcher": [], "completed": []}
+
+    class Scheduler(FIFOScheduler):
+        def on_trial_result(self, controller: Any, trial: Any, result: dict[str, Any]) -> str:
+            seen["scheduler"].append(result["training_iteration"])
+            return super().on_trial_result(controller, trial, result)
+
+        def on_trial_complete(self, controller: Any, trial: Any, result: dict[str, Any]
+                              ) -> None:
+            seen["completed"].append(result["training_iteration"])
+
+    class Searcher(BasicVariantGenerator):
+        def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
+            seen["searcher"].append(result["training_iteration"])
+
+    tune.Tuner(forever, param_space={"rate": 1},
+               tune_config=tune.TuneConfig(scheduler=Scheduler(), search_alg=Searcher()),
+               run_config=tune.RunConfig(stop={"training_iteration": 3}, storage_path=storage,
+                                         verbose=0)).fit()
+    # As in Ray, the controller stops the trial at iteration 3 without asking either of them
+    assert seen == {"scheduler": [1, 2], "searcher": [1, 2], "completed": [3]}
+
+
 def test_stopper_function_and_time_budget_end_endless_trials(storage: str) -> None:
     grid = tune.Tuner(forever, param_space={"rate": 1},
                       run_config=tune.RunConfig(
