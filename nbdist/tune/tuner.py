@@ -144,7 +144,12 @@ def run_search(search: Search) -> tuple[list[Trial], TuneController]:
     if search.run_id:
         controller.run_id = search.run_id
         controller.counter = search.counter
-    controller.run()
+    try:
+        controller.run()
+    finally:
+        # Views of the run (the notebook's) get its last records while the cell that called
+        # fit() still runs, so they show in that cell, however short the search was.
+        nbdist.events.bus().flush()
     return controller.trials, controller
 
 

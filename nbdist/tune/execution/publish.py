@@ -18,6 +18,7 @@ _AUTO = frozenset({
     "iterations_since_restore", "timestamp", "date", "pid", "hostname", "node_ip", "done",
     "config", "checkpoint_dir_name"})
 _names: dict[str, int] = {}
+_announced: set[str] = set()
 
 
 def unique_run_name(name: str) -> str:
@@ -44,6 +45,11 @@ def trial(controller: Any, trial: Any, *, note: str = "", status: str | None = N
         status=status or trial.status, iteration=trial.iteration,
         metrics=metrics_of(trial.last_result), config=config_of(trial.evaluated_params),
         note=note))
+    if controller.run_name not in _announced:
+        # The run's first record reaches its views now, not at the next batch: a view opens
+        # in the cell that called fit() before the search's output starts.
+        _announced.add(controller.run_name)
+        nbdist.events.bus().flush()
 
 
 def _flat(result: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
