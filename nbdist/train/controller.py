@@ -41,6 +41,9 @@ logger = logging.getLogger(__name__)
 # How long a worker's poll waits for a report before answering empty: bounds how long an
 # interrupt or a failure elsewhere can go unnoticed by the loop, not how fast reports arrive.
 POLL_S = 0.5
+# The driver's own waits end before a notebook would show a progress bar for them (1 s): a
+# run's progress is its live view, not a bar per internal wait.
+WAIT_S = 0.8
 # How long a worker group may take to start before the attempt fails (Ray's variable's name).
 START_TIMEOUT_ENV = "NBDIST_TRAIN_WORKER_GROUP_START_TIMEOUT_S"
 
@@ -70,6 +73,10 @@ class Controller:
         os.makedirs(self.run_dir, exist_ok=True)
         datasets = nbdist.put(self.trainer.datasets)
         failures = 0
+        # The run's view opens in the cell that called fit() before the workers start: its
+        # first records are delivered now, and its last ones before fit() returns.
+        self._publish_all("PENDING", "")
+        events.bus().flush()
         try:
             while True:
                 values, failed = self._attempt(datasets)
@@ -91,6 +98,8 @@ class Controller:
             self._publish_all("ERROR" if isinstance(exc, KeyboardInterrupt) else "TERMINATED",
                               "interrupted" if isinstance(exc, KeyboardInterrupt) else "stopped")
             raise
+        finally:
+            events.bus().flush()
 
     def _attempt(self, datasets: Any) -> tuple[dict[int, Any], dict[int, BaseException]]:
         trainer, scaling = self.trainer, self.trainer.scaling_config
@@ -125,7 +134,7 @@ class Controller:
         while (running or polls) and not failed:
             watched = [(ref, "poll", r) for r, ref in polls.items()] + \
                       [(ref, "run", r) for r, ref in running.items()]
-            ready, _ = nbdist.wait([w[0] for w in watched], num_returns=1, timeout=2 * POLL_S)
+            ready, _ = nbdist.wait([w[0] for w in watched], num_returns=1, timeout=WAIT_S)
             for ref, kind, rank in watched:
                 if ref not in ready:
                     continue
@@ -222,7 +231,7 @@ def gather(refs: list[Any]) -> tuple[dict[int, Any], dict[int, BaseException]]:
     failed: dict[int, BaseException] = {}
     pending = dict(enumerate(refs))
     while pending and not failed:
-        ready, _ = nbdist.wait(list(pending.values()), num_returns=1, timeout=2 * POLL_S)
+        ready, _ = nbdist.wait(list(pending.values()), num_returns=1, timeout=WAIT_S)
         for rank, ref in list(pending.items()):
             if ref in ready:
                 del pending[rank]
