@@ -87,7 +87,9 @@ class CoreClient:
         self.ids = IdSource(self.client_no)
         self.ctx = TaskContext()
         self.gpu_ids: list[int] = []  # a worker's: the GPUs of its task or actor
-        self._lock = threading.Lock()
+        # Reentrant: a ref or actor handle the garbage collector frees while this thread holds
+        # the lock (collection can start at any allocation) releases its hold under it again.
+        self._lock = threading.RLock()
         self._send_lock = threading.Lock()
         self._refs: dict[int, int] = {}
         # (sign, id) holds and releases; also PUT messages (see `send`)
