@@ -12,9 +12,8 @@ from nbdist.tune.experiment.trial import Trial
 
 def restored_search(path: str, trainable: Any, name: str, *, resume_unfinished: bool,
                     resume_errored: bool, restart_errored: bool,
-                    param_space: dict[str, Any] | None) -> Any:
-    from nbdist.tune.tuner import Search
-
+                    param_space: dict[str, Any] | None) -> tuple:
+    """The fields of the stored search, in `nbdist.tune.tuner.Search`'s order."""
     try:
         tuner = _storage.load(path, _storage.TUNER_FILE)
         state = _storage.load(path, _storage.STATE_FILE)
@@ -28,10 +27,10 @@ def restored_search(path: str, trainable: Any, name: str, *, resume_unfinished: 
         trials.append(trial)
     trials = reset_unfinished(trials, resume_unfinished=resume_unfinished,
                               resume_errored=resume_errored, restart_errored=restart_errored)
-    return Search(trainable, name, param_space if param_space is not None else
-                  tuner["param_space"], tuner["tune_config"], tuner["run_config"],
-                  tuner.get("resources"), trials, state["source"], state["counter"],
-                  state["run_id"], path)
+    return (trainable, name, param_space if param_space is not None else
+            tuner["param_space"], tuner["tune_config"], tuner["run_config"],
+            tuner.get("resources"), trials, state["source"], state["counter"],
+            state["run_id"], path)
 
 
 _FIELDS = frozenset({

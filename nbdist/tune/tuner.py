@@ -220,10 +220,10 @@ class Tuner:
         from nbdist.tune.restore import restored_search
 
         fn, name = resolve_trainable(trainable)
-        search = restored_search(os.path.abspath(os.path.expanduser(path)), fn, name,
-                                 resume_unfinished=resume_unfinished,
-                                 resume_errored=resume_errored,
-                                 restart_errored=restart_errored, param_space=param_space)
+        search = Search(*restored_search(
+            os.path.abspath(os.path.expanduser(path)), fn, name,
+            resume_unfinished=resume_unfinished, resume_errored=resume_errored,
+            restart_errored=restart_errored, param_space=param_space))
         return cls(_search=search)
 
 

@@ -44,12 +44,12 @@ ENDLESS = '''
 import os, time
 from pathlib import Path
 def endless(config):
-    Path({pids!r}, str(os.getpid())).touch()
+    Path(PIDS, str(os.getpid())).touch()
     i = 0
     while True:
         i += 1
-        tune.report({{"i": i}})
-        time.sleep(0.02)
+        tune.report({"i": i})
+        time.sleep(0.02)  # deliberate sleep: a step of a trial that runs until interrupted
 '''
 
 
@@ -68,7 +68,7 @@ def test_interrupt_stops_the_search_and_returns_partial_results(kernel: Any,
                                                                  tmp_path: Path) -> None:
     pids = tmp_path / "pids"
     pids.mkdir()
-    kernel.ok(ENDLESS.format(pids=str(pids)))
+    kernel.ok(ENDLESS.replace("PIDS", repr(str(pids))))
     cell = kernel.submit(
         "grid = tune.Tuner(endless, param_space={'i': tune.grid_search([0, 1, 2, 3])},\n"
         f"    run_config=tune.RunConfig(storage_path={str(tmp_path / 'results')!r}, verbose=1)"

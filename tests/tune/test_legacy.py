@@ -20,7 +20,7 @@ def my_func(config, reporter):  # the seed's trainable, unchanged  # noqa: ANN00
     while True:
         reporter(timesteps_total=i, mean_accuracy=i ** config["alpha"])
         i += 1
-        time.sleep(.01)
+        time.sleep(.01)  # deliberate sleep: the seed's trainable, unchanged
 
 
 @pytest.mark.usefixtures("own_cluster")

@@ -252,7 +252,9 @@ def test_killed_worker_without_retries_is_an_error(storage: str, tmp_path: Path)
     grid = tune.Tuner(dies_once, param_space={"marker": str(tmp_path / "marker")},
                       run_config=tune.RunConfig(storage_path=storage, verbose=0)).fit()
     assert grid[0].error is not None and "died" in str(grid[0].error)
-    assert grid[0].metrics["step"] == 3
+    # The last report the driver took: step 3's, or step 2's when step 3's report died with
+    # the process before the driver's poll took it (reports are buffered in the trial).
+    assert grid[0].metrics["step"] in (2, 3)
 
 
 class Interrupt(tune.Callback):
@@ -429,7 +431,7 @@ def hangs_after_one_report(config: dict[str, Any]) -> None:
     import time
 
     tune.report({"pid": os.getpid()})
-    time.sleep(600)  # a long step: the stop decision never meets another report
+    time.sleep(600)  # deliberate sleep: a long step, so the stop decision never meets another report
 
 
 def test_a_stopped_trial_that_never_reports_again_is_killed(
@@ -471,9 +473,10 @@ def dies_after_reporting_past_its_checkpoint(config: dict[str, Any]) -> None:
         if step == 4 and not marker.exists():
             marker.write_text("died")
             gate = Path(config["gate"])  # opened by the driver once it has step 4
-            deadline = time.monotonic() + 60
-            while not gate.exists() and time.monotonic() < deadline:
-                time.sleep(0.01)
+            for _ in range(6000):  # at most ~60 s: the trial waits for the driver's gate
+                if gate.exists():
+                    break
+                time.sleep(0.01)  # deliberate sleep: a trial cannot poll the driver's state
             os.kill(os.getpid(), 9)
 
 
