@@ -11,7 +11,7 @@ knowing about groups:
 The task's spec carries ``extra["pg"] = (G, capture, index)`` so that its worker knows its group
 (``get_current_placement_group``) and, with ``placement_group_capture_child_tasks``, puts the
 work it submits with the default strategy in the same group. Node affinity asks for a sliver
-of the node's own ``node:<id>`` resource (`nbdist.scheduler.placement.NODE_PIN`): work pinned
+of the node's own ``node:<id>`` resource (`nbdist.wire.protocol.NODE_PIN`): work pinned
 to a node that is not in the cluster fails at once. Soft affinity and "SPREAD" (the next alive
 node in turn, from a list refreshed every second) ask for a smaller sliver, SOFT_NODE_PIN,
 which a node drops from a task when the node it names is gone; a soft actor is checked against
@@ -27,7 +27,7 @@ import time
 from typing import Any
 
 from nbdist.backends.base import current
-from nbdist.scheduler.placement import NODE_PIN, SOFT_NODE_PIN
+from nbdist.wire.protocol import NODE_PIN, SOFT_NODE_PIN
 
 BUNDLE_DEMAND = 0.001
 NODES_TTL_S = 1.0

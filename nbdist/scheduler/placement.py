@@ -28,13 +28,9 @@ from typing import Any
 from nbdist.scheduler.bundles import group_of
 from nbdist.scheduler.records import Actor, NodeIO, Shape, Task
 from nbdist.wire import protocol as P
+from nbdist.wire.protocol import SOFT_NODE_PIN
 
 EPS = 1e-9
-# Work pinned to a node asks for a sliver of that node's ``node:<id>`` resource: NODE_PIN
-# (node affinity) fails when the node is not in the cluster; SOFT_NODE_PIN (soft affinity,
-# SPREAD) is dropped then, and the work goes where it fits.
-NODE_PIN = 1e-4
-SOFT_NODE_PIN = 1e-5
 
 
 def without_soft_pins(shape: Shape) -> Shape:

@@ -150,3 +150,10 @@ def warm_name(node_pid: int, pid: int) -> str:
     """Name prefix of the warm files of writer process ``pid`` (see `store.write`): named
     after the node too, so they go with the node's other files."""
     return f"nbdist-{node_pid}-warm{pid}"
+
+
+# Work pinned to a node asks for a sliver of that node's ``node:<id>`` resource: NODE_PIN
+# (node affinity) fails when the node is not in the cluster; SOFT_NODE_PIN (soft affinity,
+# SPREAD) is dropped then, and the work goes where it fits.
+NODE_PIN = 1e-4
+SOFT_NODE_PIN = 1e-5
