@@ -12,9 +12,9 @@ from nbdist.daemons.groups import GroupTable, assign
 from nbdist.driver.strategies import group_shape
 from nbdist.exceptions import TaskPlacementGroupRemoved
 from nbdist.scheduler import Client, NodeState
-from nbdist.scheduler.placement import NODE_PIN, SOFT_NODE_PIN
 from nbdist.wire import protocol as P
 from nbdist.wire import serialization
+from nbdist.wire.protocol import NODE_PIN, SOFT_NODE_PIN
 
 ONE = {"CPU": 1.0}
 
