@@ -163,7 +163,7 @@ def test_quickstart_reads_at_the_default_split(notebook: NotebookPage, lab: LabS
 def test_tasks_notebook_every_node_labelled_and_readable(
         notebook: NotebookPage, lab: LabServer) -> None:
     page = notebook.page
-    run_teaching_notebook(notebook, lab, "01-tasks.ipynb")
+    run_teaching_notebook(notebook, lab, "02-tasks.ipynb")
     n = wait_all_done(page, 24)
     assert n == 24
     # At the default zoom the whole graph is on screen, every node readable.
@@ -178,7 +178,7 @@ def test_tasks_notebook_every_node_labelled_and_readable(
     assert span(chain) == (7, 1), chain
     assert span(tree) == (3, 4), tree
     assert_layout_reads(page)
-    screenshots(notebook, "01-tasks")
+    screenshots(notebook, "02-tasks")
 
 
 def test_zoom_keeps_the_point_under_the_cursor_and_fit_brings_the_graph_back(
@@ -224,13 +224,13 @@ def test_zoom_keeps_the_point_under_the_cursor_and_fit_brings_the_graph_back(
     page.wait_for_function("() => window.__nbdistGraph().records.some(r => r.kind === 'rect'"
                            f" && r.h >= {MIN_NODE_PX})")
     assert len(assert_nodes_readable(page, {"add", "tree_sum", "divide"})) == 24
-    close_notebook(notebook, "01-tasks.ipynb")
+    close_notebook(notebook, "02-tasks.ipynb")
 
 
 def test_actors_notebook_each_actor_is_a_lane_of_calls(
         notebook: NotebookPage, lab: LabServer) -> None:
     page = notebook.page
-    run_teaching_notebook(notebook, lab, "02-actors.ipynb")
+    run_teaching_notebook(notebook, lab, "04-actors.ipynb")
     wait_all_done(page, 290)
     calls = page.evaluate(
         "() => [...document.querySelectorAll('#nbdist-panel [data-lane]')].map(e =>"
@@ -255,8 +255,8 @@ def test_actors_notebook_each_actor_is_a_lane_of_calls(
     assert_nodes_readable(page, {"increment", "bump", "train_worker", "get_params",
                                  "apply_gradient", "__init__"})
     assert_layout_reads(page)
-    screenshots(notebook, "02-actors")
-    close_notebook(notebook, "02-actors.ipynb")
+    screenshots(notebook, "04-actors")
+    close_notebook(notebook, "04-actors.ipynb")
 
 
 def test_objects_notebook_store_and_waits_read_at_the_default_split(

@@ -42,7 +42,7 @@ def _wait_gone(session_dir: str) -> None:
 
 
 def test_01_tasks_runs_on_ray(cell_text) -> None:
-    nb = nbformat.read(os.path.join(NOTEBOOKS, "01-tasks.ipynb"), as_version=4)
+    nb = nbformat.read(os.path.join(NOTEBOOKS, "02-tasks.ipynb"), as_version=4)
     [start] = [c for c in nb.cells if c.cell_type == "code" and START in c.source]
     start.source = start.source.replace(START, "%nbdist start --backend ray --num-cpus 2")
     client = NotebookClient(nb, kernel_name="python3", timeout=300,

@@ -11,7 +11,7 @@ pytestmark = pytest.mark.timeout(120)
 
 
 def test_01_tasks_tree_beats_chain_and_nested_prints_show(run_notebook, cell_text) -> None:
-    cells = cell_text(run_notebook("01-tasks.ipynb"))
+    cells = cell_text(run_notebook("02-tasks.ipynb"))
     chain = find(cells, r"chain: sum 36 in ([\d.]+) s")
     tree = find(cells, r"tree:  sum 36 in ([\d.]+) s")
     assert float(tree[1]) < float(chain[1]) - 0.5
@@ -23,7 +23,7 @@ def test_01_tasks_tree_beats_chain_and_nested_prints_show(run_notebook, cell_tex
 
 def test_02_actors_keep_state_and_the_parameter_server_converges(run_notebook,
                                                                  cell_text) -> None:
-    cells = cell_text(run_notebook("02-actors.ipynb"))
+    cells = cell_text(run_notebook("04-actors.ipynb"))
     find(cells, re.escape("[1, 2, 3, 4, 5, 110]"))
     find(cells, "after 4 tasks x 10 increments: 40")
     m = find(cells, r"120 updates from 3 workers: w = ([\d.-]+), c = ([\d.-]+)")
@@ -42,7 +42,7 @@ def test_03_objects_zero_copy_and_results_in_finish_order(run_notebook, cell_tex
 
 def test_04_patterns_count_reduce_nest_pipeline_pool_and_queue(run_notebook,
                                                                cell_text) -> None:
-    cells = cell_text(run_notebook("04-patterns.ipynb"))
+    cells = cell_text(run_notebook("05-patterns.ipynb"))
     counts = {w: int(find(cells, rf"(?m)^{w}: (\d+)$")[1]) for w in ("the", "on", "cat", "road")}
     assert counts == {"the": 1500, "on": 750, "cat": 500, "road": 500}
     find(cells, "same as collections.Counter over the whole text: True")
@@ -70,7 +70,7 @@ def test_09_es_and_a2c_reach_their_stated_returns(run_notebook, cell_text) -> No
 
 
 def test_05_tune_grid_asha_and_a_tuned_training_loop(run_notebook, cell_text) -> None:
-    nb = run_notebook("05-tune.ipynb")
+    nb = run_notebook("08-tune.ipynb")
     cells = cell_text(nb)
     for call in ("run_experiments(", "ASHAScheduler("):
         # One live view per search, in the cell that ran it, however short the search.
