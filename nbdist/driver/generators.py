@@ -28,7 +28,6 @@ Dynamic. ``num_returns="dynamic"``: the task's one return is a `DynamicObjectRef
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import time
 from collections.abc import Iterator
@@ -138,6 +137,7 @@ class ObjectRefGenerator:
 
     async def __anext__(self) -> ObjectRef:
         # (StopIteration cannot cross a future: the end comes back as None.)
+        import asyncio
         ref = await asyncio.get_running_loop().run_in_executor(None, self._next_or_none)
         if ref is None:
             raise StopAsyncIteration
@@ -311,6 +311,8 @@ class _Stream:
 def run(client: Any, spec: tuple, fn: Any, args: list[Any], kwargs: dict[str, Any],
         error_blob: Any) -> Any:
     """Run a generator call (``args[0]`` is its marker) in this thread."""
+    import asyncio  # here, not at the top: most processes never stream
+
     if type(args[0]) is DynamicMarker:
         gen = fn(*args[1:], **kwargs)
         if hasattr(gen, "__anext__"):
@@ -331,6 +333,7 @@ def run(client: Any, spec: tuple, fn: Any, args: list[Any], kwargs: dict[str, An
 async def run_async(client: Any, spec: tuple, fn: Any, args: list[Any],
                     kwargs: dict[str, Any], error_blob: Any) -> Any:
     """Run a generator call of an async actor on its event loop."""
+    import asyncio
     loop = asyncio.get_running_loop()
     gen = None
     if type(args[0]) is DynamicMarker:
@@ -360,6 +363,7 @@ def _drive_sync(stream: _Stream, gen: Any) -> None:
 
 
 async def _drive_async(stream: _Stream, gen: Any) -> None:
+    import asyncio
     loop = asyncio.get_running_loop()
     async for value in gen:
         stream.store(value)

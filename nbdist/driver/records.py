@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from nbdist import events as ev
 from nbdist.ids import hex_id
-from nbdist.scheduler.notices import error_fields
+from nbdist.wire.serialization import error_fields
 
 if TYPE_CHECKING:
     from nbdist.driver.runtime import CoreClient

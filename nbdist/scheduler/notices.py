@@ -13,13 +13,11 @@ are. ``node_id`` is set by the daemon (`node.py`) as it starts.
 
 from __future__ import annotations
 
-import pickle
 import time
 
 from nbdist import events as ev
 from nbdist.scheduler.records import Client, NodeIO
 from nbdist.wire import protocol as P
-from nbdist.wire import serialization
 
 
 class Notices:
@@ -90,18 +88,3 @@ class Notices:
                 self.send(job, records)
 
 
-def error_fields(blob: bytes | None) -> tuple[str, str, str]:
-    """(error type, message, remote traceback) of a task error blob, for a TaskFailed record;
-    a user's error is read without unpickling user code (the node has none of it)."""
-    if not blob:
-        return "Error", "", ""
-    try:
-        if blob[:1] == b"E":
-            fields = pickle.loads(memoryview(blob)[1:])
-            type_name, message = str(fields[5]), str(fields[6])
-            return type_name, message, serialization.error_text(blob)[-8000:]
-        err = serialization.error_from_blob(blob)
-    except Exception as exc:
-        return type(exc).__name__, str(exc), ""
-    text = str(err)
-    return type(err).__name__, text.splitlines()[0] if text else "", ""

@@ -14,11 +14,11 @@ forwarded here the copies held for that node are let go. A task that raised may 
 from __future__ import annotations
 
 from nbdist import events as ev
-from nbdist.scheduler.notices import Notices, error_fields
+from nbdist.scheduler.notices import Notices
 from nbdist.scheduler.objects import ObjectTable
 from nbdist.scheduler.records import Client, NodeIO, Task, Worker, producer_of
 from nbdist.wire import protocol as P
-from nbdist.wire.serialization import error_type_names
+from nbdist.wire.serialization import error_fields, error_type_names
 
 
 class TaskTable:

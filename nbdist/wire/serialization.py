@@ -295,3 +295,20 @@ def too_big_inline(value: Any, limit: int) -> bool:
         return dumps(value)[1] > limit // 2
     except Exception:
         return False
+
+
+def error_fields(blob: bytes | None) -> tuple[str, str, str]:
+    """(error type, message, remote traceback) of a task error blob, for a TaskFailed record;
+    a user's error is read without unpickling user code (the node has none of it)."""
+    if not blob:
+        return "Error", "", ""
+    try:
+        if blob[:1] == b"E":
+            fields = pickle.loads(memoryview(blob)[1:])
+            type_name, message = str(fields[5]), str(fields[6])
+            return type_name, message, error_text(blob)[-8000:]
+        err = error_from_blob(blob)
+    except Exception as exc:
+        return type(exc).__name__, str(exc), ""
+    text = str(err)
+    return type(err).__name__, text.splitlines()[0] if text else "", ""

@@ -68,3 +68,16 @@ def test_the_guard_sees_imports_inside_functions_and_relative_ones(tmp_path: Pat
     found = [m for _, m in engine_imports(sample) if not allowed(m)]
     assert found == ["nbdist.driver", "nbdist.driver.runtime", "nbdist.events.tracing",
                      "nbdist.events.tally"]
+
+
+def test_a_driver_does_not_load_the_node_daemons_scheduler() -> None:
+    """`import nbdist` (every driver, every worker) needs the wire and the driver layers, not
+    the node daemon's scheduler: loading it would only lengthen every process's start-up."""
+    import subprocess
+    import sys
+    code = ("import sys, nbdist; "
+            "print(sorted(m for m in sys.modules if m.startswith(('nbdist.scheduler', "
+            "'nbdist.daemons.node', 'nbdist.daemons.head'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "[]", f"import nbdist loaded {out}"
