@@ -13,8 +13,9 @@ hand-made records.
 State and invariants (before grouping; see below for after):
 
     _tasks      task id -> TaskRecord for every task the panel shows individually
-    _groups     (function name, submitter) -> GroupRecord with counts per state; kept always, so
-                switching to groups costs nothing
+    _groups     (function name, submitter) -> GroupRecord; before grouping a group's counts are
+                not folded here but counted from ``_tasks`` when a message needs them (the
+                engine's tally is the one fold of counts per group, read once grouped)
     _deps       an `events.DepFold` (the engine's tally keeps one too, of the same records):
                 which task returns which object (a task's deps resolve to task edges; dropped
                 when the object is freed), which tasks wait for which object, and the edges
@@ -119,6 +120,11 @@ class Model:
                               "dropped_events": 0}
         self._dirty = Dirty()
         self._resnapshot = False
+        # Application metrics and placement groups, as the bridge last read them (not events:
+        # it polls them); ``_app_changed``: the next delta carries both lists.
+        self._metrics: list[schema.AppMetric] = []
+        self._placement_groups: list[schema.PlacementGroup] = []
+        self._app_changed = False
         self._seq = 0
         self._handlers: dict[type[ev.Event], Callable[[Any], None]] = {
             ev.TaskSubmitted: self._task_submitted, ev.TaskStarted: self._task_started,
@@ -133,7 +139,9 @@ class Model:
             ev.NodeDown: self._node_down, ev.WorkerUp: self._worker_up,
             ev.WorkerDown: self._worker_down, ev.Output: self._output,
             ev.EventsDropped: self._events_dropped, ev.RunUpdate: self.runs.apply,
+            ev.TaskHeld: self._task_held, ev.StepMode: self._step_mode,
         }
+        self._step: schema.StepStatus = {"on": False, "held": 0}
 
     # ------------------------------------------------------------ messages
     def apply(self, batch: Iterable[ev.Event]) -> None:
@@ -152,6 +160,7 @@ class Model:
         else:
             tasks = {tid: t.to_json() for tid, t in self._tasks.items()}
             objects = {oid: o.to_json() for oid, o in self._objects.items()}
+            self._count_groups()
         snap: schema.Snapshot = {
             "schema": SCHEMA_VERSION, "type": "snapshot", "seq": self._seq,
             "time": ms(self._clock()), "grouped": self.grouped, "cluster": self.cluster,
@@ -163,10 +172,21 @@ class Model:
             "nodes": {k: n.to_json() for k, n in self._nodes.items()},
             "actors": {k: a.copy() for k, a in self._actors.items()},
             "totals": cast(schema.Totals, dict(self._totals)),
+            "step": self._step.copy(),
         }
         if self.runs.runs:
             snap["runs"] = self.runs.snapshot()
+        if self._metrics or self._placement_groups:
+            snap["metrics"] = list(self._metrics)
+            snap["placement_groups"] = list(self._placement_groups)
         return snap
+
+    def set_app_state(self, metrics: list[schema.AppMetric],
+                      placement_groups: list[schema.PlacementGroup]) -> None:
+        """The application metrics and placement groups now; a change goes in the next delta."""
+        if (metrics, placement_groups) != (self._metrics, self._placement_groups):
+            self._metrics, self._placement_groups = metrics, placement_groups
+            self._app_changed = True
 
     def apply_summary(self, summary: ev.TaskSummary) -> None:
         """Once grouped: groups, edges, workers, nodes and totals as the engine's summary has
@@ -236,13 +256,15 @@ class Model:
         Right after the switch to grouped mode this returns a snapshot instead."""
         self._refresh_refs()
         dirty = self._dirty
-        if not (self._resnapshot or dirty.any() or self.runs.changed()):
+        if not (self._resnapshot or dirty.any() or self.runs.changed() or self._app_changed):
             return None
         self._seq += 1
         self._dirty = Dirty()
         if self._resnapshot:
             self._resnapshot = False
             return self.snapshot()
+        if dirty.groups and not self.grouped:
+            self._count_groups()
         delta: schema.Delta = {
             "schema": SCHEMA_VERSION, "type": "delta", "seq": self._seq,
             "time": ms(self._clock()), "grouped": self.grouped, "cluster": self.cluster,
@@ -260,10 +282,16 @@ class Model:
             "actors": {k: self._actors[k].copy() for k in dirty.actors},
             "totals": cast(schema.Totals, dict(self._totals)),
         }
+        if dirty.step:
+            delta["step"] = self._step.copy()
         if self.runs.changed():
             delta["runs"], removed = self.runs.take_delta()
             if removed:
                 delta["runs_removed"] = removed
+        if self._app_changed:
+            self._app_changed = False
+            delta["metrics"] = list(self._metrics)
+            delta["placement_groups"] = list(self._placement_groups)
         return delta
 
     def _task_records(self, ids: set[str]) -> Json:
@@ -342,10 +370,16 @@ class Model:
             self._group_ids[group.id] = group
         return group
 
+    def _count_groups(self) -> None:
+        """Before grouping: each group's counts per state, from the tasks shown (one pass; a
+        message needs them, a record does not)."""
+        for group in self._groups.values():
+            group.counts = dict.fromkeys(STATES, 0)
+        ids = self._group_ids
+        for task in self._tasks.values():
+            ids[task.group].counts[task.state] += 1
+
     def _move(self, task: TaskRecord, state: str) -> None:
-        counts = self._group_ids[task.group].counts
-        counts[task.state] -= 1
-        counts[state] += 1
         totals = self._totals
         totals[task.state] -= 1
         totals[state] += 1
@@ -366,7 +400,6 @@ class Model:
         task = tasks[tid] = TaskRecord(e, gid, tuple(dep_tasks), missing)
         state = PENDING if missing else SCHEDULED
         task.state = state
-        group.counts[state] += 1
         totals = self._totals
         totals["tasks"] += 1
         totals[state] += 1
@@ -386,6 +419,21 @@ class Model:
         worker.task, worker.task_name = task.id, task.name
         self._nodes[e.node_id].running += 1
         self._dirty.nodes.add(e.node_id)
+
+    def _task_held(self, e: ev.TaskHeld) -> None:
+        task = self._tasks.get(e.task_id)  # (none once grouped)
+        if task is not None and task.state in (PENDING, SCHEDULED):
+            task.held = True
+            self._dirty.tasks.add(task.id)
+
+    def _step_mode(self, e: ev.StepMode) -> None:
+        self._step = {"on": e.on, "held": e.held}
+        self._dirty.step = True
+        for tid in e.released:
+            task = self._tasks.get(tid)
+            if task is not None and task.held:
+                task.held = False
+                self._dirty.tasks.add(tid)
 
     def _task_ended(self, task: TaskRecord, end: float, duration: float, pid: int,
                     failed: bool = False, started: float = 0.0) -> None:
@@ -497,6 +545,7 @@ class Model:
     def _switch_to_groups(self) -> None:
         """For good: tasks and objects go (failed tasks stay, the last few); the counts stand
         until the first summary replaces them."""
+        self._count_groups()  # they stand until the first summary replaces them
         self.grouped = True
         self._resnapshot = True
         for task in self._tasks.values():
