@@ -3,8 +3,10 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The slowest tests are listed at the end of every run: the suite must stay well inside CI's limit.
+PYTEST_ARGS ?= --durations=25
 
-.PHONY: lab test versions lint typecheck unit integration bench clean labextension ts-test
+.PHONY: lab test versions lint typecheck unit integration bench clean labextension ts-test docs
 
 # torch's CPU build first (a local wheel on these machines): the torch extra's plain `torch`
 # would otherwise resolve a CUDA build of several GB; with it installed, pip adds nothing.
@@ -70,6 +72,12 @@ unit: $(STAMP)
 
 integration: $(STAMP)
 	$(BIN)/python -m pytest tests/integration $(PYTEST_ARGS)
+
+# The rendered course: every notebook in notebooks/ run top to bottom and written with its
+# outputs as HTML to docs/course/ (git-ignored; open docs/course/index.html). Offline: no page
+# needs a CDN to be read (docs/build_course.py). DOCS_ARGS: notebooks to render, or --out DIR.
+docs: $(STAMP)
+	$(BIN)/python docs/build_course.py $(DOCS_ARGS)
 
 # Side-by-side figures against Ray (installs the optional `bench` extra).
 bench: $(STAMP)
