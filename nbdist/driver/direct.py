@@ -230,6 +230,8 @@ class DirectCalls:
                     queue((P.PUT, oid, loc[1], 0, ()))
                     if not held:
                         queue((-1, oid))
+                    # A later call's worker (or a task) is likely waiting for it at the node.
+                    client.flush_ref_ops_soon()
                 elif held:
                     self.unregistered.add(oid)
                 else:  # dropped before it came: gone at once, and only this process knew

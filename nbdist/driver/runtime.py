@@ -122,6 +122,7 @@ class CoreClient:
                                          name=f"nbdist-{mode}-reader")
         self._flusher = threading.Thread(target=self._flush_loop, name="nbdist-flush",
                                          daemon=True)
+        self._flush_soon = threading.Event()  # set: a worker waits for what is queued
 
     def start(self, reader_thread: bool = True) -> None:
         """Start receiving. Without a reader thread (workers), threads that need messages
@@ -221,7 +222,8 @@ class CoreClient:
 
     def _flush_loop(self) -> None:
         while not self.closed:
-            time.sleep(FLUSH_S)
+            if self._flush_soon.wait(FLUSH_S):
+                self._flush_soon.clear()
             if self._ref_ops and not self.closed:
                 try:
                     self.send([])
@@ -271,6 +273,11 @@ class CoreClient:
     def flush_ref_ops(self) -> None:
         if self._ref_ops:
             self.send([])
+
+    def flush_ref_ops_soon(self) -> None:
+        """Have the flusher send the queued ref messages now, not within ``FLUSH_S``: from
+        the thread that reads answers, which must not block on a send itself."""
+        self._flush_soon.set()
 
     # ------------------------------------------------------------ functions and tasks
     def ensure_function(self, fid: int, pickled: bytes) -> list[Any]:

@@ -154,6 +154,28 @@ def test_a_result_still_on_its_way_as_an_argument_of_another_actor() -> None:
     assert nbdist.get(b.echo.remote(later)) == 1
 
 
+def test_each_call_taking_the_last_result_is_served_without_waiting_for_the_flusher(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A call whose argument is the previous call's result, still on its way: the worker asks
+    the node for it, and the driver registers it there as soon as it arrives, not at the
+    flusher's next round (a chain of calls once took a flush interval per call)."""
+    log = Log.remote()
+    warm(log)
+    client = runtime.current()
+    monkeypatch.setattr(runtime, "FLUSH_S", 600.0)
+    client.flush_ref_ops_soon()  # the flusher's next wait is the long one
+    try:
+        sent = direct_sent()
+        value = log.echo.remote(0)
+        for _ in range(5):
+            value = log.echo.remote(value)
+        assert nbdist.get(value, timeout=30) == 0
+        assert direct_sent() - sent == 6
+    finally:
+        monkeypatch.setattr(runtime, "FLUSH_S", 0.02)
+        client.flush_ref_ops_soon()
+
+
 def test_direct_results_escape_to_tasks_and_into_other_objects() -> None:
     log = Log.remote()
     warm(log)
