@@ -74,7 +74,7 @@ class NodePeers:
         elif op == P.OBJ:
             self.to_node(index, (P.VALUE, self._portable(msg[1], index)))
         elif op == P.STARTED:
-            self.to_node(index, (P.NODE_STARTED, [tid for tid, _ in msg[1]], msg[2]))
+            self.to_node(index, (P.NODE_STARTED, [item[:2] for item in msg[1]], msg[2]))
         else:
             log.debug("nbdist node: nothing to send node %d for message %r", index, op)
 
@@ -176,7 +176,7 @@ class NodePeers:
         elif op == P.VALUE:
             st.value_arrived(self.d.files.local(msg[1]))
         elif op == P.NODE_STARTED:
-            st.remote_started(msg[1], msg[2])
+            st.remote_started(index, msg[1], msg[2])
         elif op == P.NODE_REFS:
             st.refs(client, msg[1])
         elif op == P.CANCEL:

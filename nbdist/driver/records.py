@@ -36,11 +36,11 @@ _SUBMITTER = {ev.TaskSubmitted: 7, ev.TaskFailed: 9}
 
 
 def task_ended(client: CoreClient, task_id: int, name: str, tag: str | None, ok: bool,
-               locs: list, t0: float, t1: float, pid: int) -> None:
+               locs: list, t0: float, t1: float, pid: int, where: str = "") -> None:
     """Records for a DONE: started (if its notice never came), finished or failed, and the
-    objects it made."""
+    objects it made (``where``: the node it ran on, when not the driver's)."""
     now = _T()
-    node_id = client.node_id
+    node_id = where or client.node_id
     if task_id in client.running_tasks:
         client.running_tasks.discard(task_id)
     elif t0:
@@ -58,13 +58,15 @@ def task_ended(client: CoreClient, task_id: int, name: str, tag: str | None, ok:
                                          t1 - t0 if t0 else 0.0, pid, t0, text, tag))
 
 
-def tasks_started(client: CoreClient, items: list[tuple[int, int]], t: float) -> None:
-    """A STARTED notice: ``items`` are (task id, worker pid)."""
+def tasks_started(client: CoreClient, items: list[tuple], t: float) -> None:
+    """A STARTED notice: ``items`` are (task id, worker pid[, the node it runs on, when not
+    the driver's])."""
     names = client.task_names
-    client.running_tasks.update(task_id for task_id, _ in items)
-    for task_id, pid in items:
-        ev.publish_later(ev.TaskStarted, (t, task_id, names.get(task_id, "?"), client.node_id,
-                                          pid))
+    here = client.node_id
+    for task_id, pid, *where in items:
+        client.running_tasks.add(task_id)
+        ev.publish_later(ev.TaskStarted, (t, task_id, names.get(task_id, "?"),
+                                          where[0] if where else here, pid))
 
 
 def output(client: CoreClient, msg: tuple) -> None:

@@ -629,7 +629,7 @@ class CoreClient:
 
     def task_done(self, msg: tuple, from_link: bool = False) -> None:
         """A DONE from the node, or from a direct link (``from_link``)."""
-        _, task_id, ok, locs, t0, t1, pid = msg
+        _, task_id, ok, locs, t0, t1, pid, *where = msg
         name = self.task_names.pop(task_id, "?")
         tag = self.task_tags.pop(task_id, None)
         expected = self._expected

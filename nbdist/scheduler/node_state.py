@@ -452,14 +452,22 @@ class NodeState:
     def value_arrived(self, loc: tuple) -> None:
         self.objects.value_arrived(loc)
 
-    def remote_started(self, task_ids: list[int], t: float) -> None:
-        by_owner: dict[Client, list[tuple[int, int]]] = {}
-        for tid in task_ids:
+    def remote_node_id(self, index: int) -> str:
+        """The id of node ``index`` as its own records name it (its index and pid)."""
+        info = self.placement.remote.get(index)
+        return f"{index:04x}{info.get('pid', 0):08x}" if info else ""
+
+    def remote_started(self, index: int, items: list[tuple[int, int]], t: float) -> None:
+        """Tasks forwarded to node ``index`` began there: (task id, worker pid) each; their
+        owners hear where they run."""
+        by_owner: dict[Client, list[tuple[int, int, str]]] = {}
+        where = self.remote_node_id(index)
+        for tid, pid in items:
             task = self._tasks.get(tid)
             if task is not None and not task.finished:
-                by_owner.setdefault(task.owner, []).append((tid, 0))
-        for owner, items in by_owner.items():
-            self.io.send(owner, (P.STARTED, items, t))
+                by_owner.setdefault(task.owner, []).append((tid, pid, where))
+        for owner, started in by_owner.items():
+            self.io.send(owner, (P.STARTED, started, t))
 
     def remote_result(self, index: int, task_id: int, ok: bool, locs: list, t0: float,
                       t1: float, pid: int) -> None:
@@ -478,14 +486,15 @@ class NodeState:
                 if not ok:
                     actor.remote = 0  # its node dropped it already
                 self.actors.init_done(actor, ok, locs[0][1] if locs else None)
+        where = self.remote_node_id(index)
         if ok:
-            self.tasks.finish(task, locs, t0, t1, pid)
+            self.tasks.finish(task, locs, t0, t1, pid, where)
             return
         error = locs[0][1] if locs else system_error_blob(RuntimeError("the task failed"))
         if self.tasks.may_retry(task, error):
             self._requeue(task)
             return
-        self.tasks.finish_error(task, error, t0, t1, pid)
+        self.tasks.finish_error(task, error, t0, t1, pid, where)
 
     def node_lost(self, index: int) -> None:
         """Node ``index`` is gone: its forwarded tasks run again (while retries last), our

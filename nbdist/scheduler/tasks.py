@@ -73,13 +73,15 @@ class TaskTable:
         self.io.send(client, (P.EXEC, spec, deps, task.gpus))
         self.notices.started.setdefault(task.owner, {})[task.id] = worker.pid
 
-    def finish(self, task: Task, locs: list, t0: float, t1: float, pid: int) -> None:
+    def finish(self, task: Task, locs: list, t0: float, t1: float, pid: int,
+               where: str = "") -> None:
+        """``where``: the id of the node it ran on, when not this one (forwarded)."""
         task.finished = True
         owner = task.owner
         self.notices.ended(owner, task.id)
         self.by_id.pop(task.id, None)
         self.objects.lease(owner, locs)
-        self.io.send(owner, (P.DONE, task.id, True, locs, t0, t1, pid))
+        self.io.send(owner, (P.DONE, task.id, True, locs, t0, t1, pid, *_where(where)))
         self.objects.store_results(owner, locs)
         if owner.kind == P.KIND_WORKER:
             self.notices.task_finished(task.spec[P.S_JOB], task.id, task.spec[P.S_NAME], locs,
@@ -89,7 +91,7 @@ class TaskTable:
             self._release_forwarded(owner, task)
 
     def finish_error(self, task: Task, error: bytes, t0: float = 0.0, t1: float = 0.0,
-                     pid: int = 0) -> None:
+                     pid: int = 0, where: str = "") -> None:
         if task.finished:
             return
         task.finished = True
@@ -97,7 +99,7 @@ class TaskTable:
         owner = task.owner
         self.notices.ended(owner, task.id)
         locs = [(rid, error, 0) for rid in task.return_ids] if task.spec[P.S_NRET] else []
-        self.io.send(owner, (P.DONE, task.id, False, locs, t0, t1, pid))
+        self.io.send(owner, (P.DONE, task.id, False, locs, t0, t1, pid, *_where(where)))
         self.objects.store_results(owner, locs)
         if owner.kind == P.KIND_WORKER:
             etype, message, text = error_fields(error)
@@ -130,3 +132,8 @@ class TaskTable:
         task.retries_left -= 1
         self.notices.event(task.spec[P.S_JOB], ev.TaskRetried, (
             task.id, task.spec[P.S_NAME], task.attempt + 1, reason))
+
+
+def _where(node_id: str) -> tuple[str, ...]:
+    """The DONE message's optional last field: the node a forwarded task ran on."""
+    return (node_id,) if node_id else ()

@@ -54,8 +54,9 @@ DIRECT_RESULT = 33  # (DIRECT_RESULT, task_id, job, locs, t_start, t_end)
 
 # -- node -> client --
 OBJ = 40  # (OBJ, loc)                                   a value or location pushed
-DONE = 41  # (DONE, task_id, ok, locs, t_start, t_end, worker_pid)  owner: its task ended
-STARTED = 42  # (STARTED, task_ids, worker_pid, t)        owner: its tasks began running
+DONE = 41  # (DONE, task_id, ok, locs, t_start, t_end, worker_pid[, node_id]) owner: its task
+#            ended (node_id: the node it ran on, when another node ran it)
+STARTED = 42  # (STARTED, [(task_id, worker_pid[, node_id])], t)  owner: its tasks began
 EVENT = 43  # (EVENT, records: [(code, fields)])     the job's driver: events.RECORDS, compact
 CONTROL_REPLY = 44  # (CONTROL_REPLY, req_id, ok, result)
 LOG = 45  # (LOG, task_id, name, pid, stream, text)       the job's driver: remote output
@@ -86,7 +87,7 @@ FETCH = 72  # (FETCH, oids)       send me these objects (you own them) when they
 VALUE = 73  # (VALUE, val)        a fetched object
 RELAY = 74  # (RELAY, job, msg)   deliver msg (LOG, EVENT) to the job's driver on your node
 NODE_REFS = 75  # (NODE_REFS, ops)  the sender's holds on objects the receiver owns
-NODE_STARTED = 76  # (NODE_STARTED, task_ids, t)  forwarded tasks began running
+NODE_STARTED = 76  # (NODE_STARTED, [(task_id, worker_pid)], t)  forwarded tasks began
 ACTOR_EVENT = 77  # (ACTOR_EVENT, actor_id, what, reason)  an actor hosted for the receiver
 #   restarted in its process ("restarted") or is gone ("dead")
 

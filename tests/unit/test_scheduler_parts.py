@@ -310,3 +310,17 @@ def test_a_dead_worker_is_not_given_work() -> None:
         worker.to("idle")
     state.worker_lost(worker, 0)  # a second report of the same loss changes nothing
     assert worker.pid not in state.workers.workers
+
+
+def test_owners_hear_which_node_ran_a_forwarded_task() -> None:
+    state, io, driver = two_nodes(GPU=1.0)
+    state.set_cluster_view({2: {"alive": True, "total": {"CPU": 4.0, "GPU": 1.0},
+                                "available": {"CPU": 4.0, "GPU": 1.0}, "pid": 0x1234}})
+    state.submit(driver, spec(10, resources=(("GPU", 1.0),)))
+    assert [s[P.S_TASK_ID] for _, s, _ in io.forwarded] == [10]
+    state.remote_started(2, [(10, 777)], 5.0)
+    (_, started), = io.take(P.STARTED)
+    assert started[1] == [(10, 777, "000200001234")]
+    state.remote_result(2, 10, True, [(11, b"Pv", 0)], 0.0, 1.0, 777)
+    (_, done), = io.take(P.DONE)
+    assert done[6:] == (777, "000200001234")
