@@ -639,7 +639,8 @@ class CoreClient:
             self._store(loc)
             expected.discard(loc[0])
         if self.mode == P.KIND_DRIVER:
-            records.task_ended(self, task_id, name, tag, ok, locs, t0, t1, pid)
+            records.task_ended(self, task_id, name, tag, ok, locs, t0, t1, pid,
+                               where[0] if where else "")
         if self.direct is not None:  # after the records: it may publish that one is freed
             self.direct.ended(msg, from_link)
 
