@@ -29,6 +29,7 @@ from nbdist.driver.api import (
 from nbdist.driver.generators import DynamicObjectRefGenerator, ObjectRefGenerator
 from nbdist.driver.groups import get_gpu_ids
 from nbdist.driver.remote_function import RemoteFunction
+from nbdist.driver.stepping import StepStatus, step, step_mode
 from nbdist.objects.refs import ObjectRef
 
 __version__ = "0.1.0"
@@ -77,6 +78,7 @@ __all__ = [
     "ObjectRef",
     "ObjectRefGenerator",
     "RemoteFunction",
+    "StepStatus",
     "available_resources",
     "cancel",
     "cancel_submitted",
@@ -96,6 +98,8 @@ __all__ = [
     "remote",
     "show",
     "shutdown",
+    "step",
+    "step_mode",
     "timeline",
     "util",
     "wait",

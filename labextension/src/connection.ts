@@ -30,6 +30,22 @@ export type LinkStatus =
 // loaded". The hook installs once per shell, so the notebook's load is a silent no-op.
 const LOAD_CODE = "__import__('nbdist').load_ipython_extension(get_ipython())";
 
+/** The panel's step-through commands (see `nbdist.jupyter.bridge.step_command`). */
+export type StepCommand = 'on' | 'off' | 'step' | 'level' | 'run';
+
+export interface StepReply {
+  status: 'ok' | 'error';
+  on?: boolean;
+  held?: number;
+  released?: number;
+  message?: string;
+}
+
+// Step commands go on the control channel, not the comm: while a cell is blocked in `get` on
+// a held task the kernel's shell thread is busy and a comm message would wait for the cell,
+// which waits for the step. ipykernel answers control messages on a thread of their own.
+const STEP_REQUEST = 'nbdist_step_request';
+
 export class KernelLink {
   status: LinkStatus = 'no-notebook';
   /** Why the status is 'unsupported' or 'failed', for the user. */
@@ -77,6 +93,29 @@ export class KernelLink {
   dispose(): void {
     this.disposed = true;
     this.bind(null);
+  }
+
+  /** Send a step-through command to the kernel; its reply. */
+  async step(command: StepCommand, count = 1): Promise<StepReply> {
+    const kernel = this.kernel;
+    if (!kernel || this.status !== 'connected') {
+      return { status: 'error', message: 'The panel is not connected to a kernel.' };
+    }
+    // Not one of JupyterLab's control message types: built as one, typed as its own.
+    const msg = KernelMessage.createMessage({
+      msgType: STEP_REQUEST,
+      channel: 'control',
+      session: kernel.clientId,
+      username: kernel.username,
+      content: { command, count }
+    } as unknown as KernelMessage.IOptions<KernelMessage.IInterruptRequestMsg>);
+    const future = kernel.sendControlMessage(
+      msg as unknown as KernelMessage.IControlMessage<'interrupt_request'>,
+      true,
+      true
+    );
+    const reply = await future.done;
+    return reply.content as unknown as StepReply;
   }
 
   private set(status: LinkStatus, detail = ''): void {

@@ -16,7 +16,8 @@
  * view moved; off-screen nodes are skipped. Hover and click find a node with one lookup.
  *
  * The list has one element per drawn task or group, updated in place (keyed by id), carrying
- * `data-task-state`, `data-task-name`, the grid cell (`data-col`, `data-row`), the actor of a
+ * `data-task-state`, `data-task-name`, `data-held` (held by step-through mode: drawn with a
+ * dashed outline), the grid cell (`data-col`, `data-row`), the actor of a
  * lane call (`data-lane`) and, for groups, `data-task-count`; focusing one and pressing Enter
  * (or clicking it) selects that node, as a click on the canvas does.
  */
@@ -51,6 +52,8 @@ const MAX_SCALE = 3;
 /** Labels are left out when they would be smaller than this on screen (zoomed far out). */
 const MIN_LABEL_PX = 7;
 const LANE_FILL = 'rgba(47, 128, 237, 0.08)';
+/** The dashed outline of a task held by step-through mode. */
+const HELD_STROKE = '#1f2933';
 const LANE_HEAD_FILL = '#dde3ec';
 /** List items created per frame: a burst of new tasks fills the list over a few frames
  * instead of holding one frame (and the kernel's next message) for its whole layout. */
@@ -165,6 +168,14 @@ export class GraphView {
       item.append(dot, state === 'object' ? 'put object' : state);
       legend.appendChild(item);
     }
+    const held = document.createElement('span');
+    held.className = 'nbdist-legend-item nbdist-legend-held';
+    held.title = 'Held by step-through mode: ready, waiting for a step';
+    const swatch = document.createElement('i');
+    swatch.style.border = `2px dashed ${HELD_STROKE}`;
+    swatch.style.boxSizing = 'border-box';
+    held.append(swatch, 'held');
+    legend.appendChild(held);
     bar.appendChild(legend);
     return bar;
   }
@@ -498,6 +509,14 @@ export class GraphView {
       ctx.fillStyle = STATE_COLORS[node.state];
       ctx.fillRect(x, y, w, NODE_H);
     }
+    if (node.held) {
+      ctx.save();
+      ctx.setLineDash([4 / this.scale, 3 / this.scale]);
+      ctx.strokeStyle = HELD_STROKE;
+      ctx.lineWidth = 2 / this.scale;
+      ctx.strokeRect(x + 1, y + 1, w - 2, NODE_H - 2);
+      ctx.restore();
+    }
     if (node.id === this.selected) {
       ctx.strokeStyle = '#111';
       ctx.lineWidth = 2 / this.scale;
@@ -535,10 +554,14 @@ export class GraphView {
       if (item.dataset.taskState !== node.state) {
         item.dataset.taskState = node.state;
       }
+      const held = String(node.held === true);
+      if (item.dataset.held !== held) {
+        item.dataset.held = held;
+      }
       const label =
         node.kind === 'group'
           ? `${node.name}: ${node.count} tasks, ${summarize(node.counts)}`
-          : `${node.name}: ${node.state}`;
+          : `${node.name}: ${node.state}${node.held ? ' (held)' : ''}`;
       if (item.textContent !== label) {
         item.textContent = label;
       }

@@ -14,6 +14,7 @@
  * Views learn what changed from `revision` counters per section and redraw only those.
  */
 
+import { AppState } from './appmetrics';
 import { Lane, StableLayout } from './layout';
 import { RunsState } from './runs';
 import {
@@ -25,6 +26,7 @@ import {
   SCHEMA_VERSION,
   Snapshot,
   Span,
+  StepStatus,
   StoredObject,
   Task,
   TaskState,
@@ -49,6 +51,8 @@ export interface GraphNode {
   submitter: string | null;
   col: number;
   row: number;
+  /** Held by step-through mode: ready, waiting for a step. */
+  held?: boolean;
 }
 
 /** [from node, to node, weight] */
@@ -124,6 +128,10 @@ export class PanelModel {
   totals: Totals = { ...EMPTY_TOTALS };
   /** Library runs (Tune searches, Train runs), with their own revision counter. */
   runs = new RunsState();
+  /** Application metrics and placement groups, with their own revision counter. */
+  app = new AppState();
+  /** Step-through mode and how many tasks it holds. */
+  step: StepStatus = { on: false, held: 0 };
   revisions: Revisions = { graph: 0, objects: 0, waits: 0, cluster: 0 };
 
   private layout = new StableLayout();
@@ -168,6 +176,12 @@ export class PanelModel {
       this.applySnapshot(msg);
     } else {
       this.applyDelta(msg);
+    }
+    this.app.apply(msg);
+    if (msg.step) {
+      this.step = msg.step;
+    } else if (msg.type === 'snapshot') {
+      this.step = { on: false, held: 0 };
     }
     this.seq = msg.seq;
     this.kernelTime = msg.time;
@@ -351,7 +365,8 @@ export class PanelModel {
         counts: { [task.state]: 1 },
         submitter: task.submitter,
         col: cell.col,
-        row: cell.row
+        row: cell.row,
+        held: task.held === true
       });
       const seen = new Set<string>();
       for (const pred of preds) {

@@ -13,10 +13,11 @@ import { NotebookPanel } from '@jupyterlab/notebook';
 import { Widget } from '@lumino/widgets';
 
 import { CellIndex } from './cells';
-import { KernelLink } from './connection';
+import { KernelLink, StepCommand } from './connection';
 import { GraphView, summarize } from './graphview';
 import { GraphNode, PanelModel } from './model';
 import { Task } from './protocol';
+import { MetricsView } from './metricsview';
 import { RunsView } from './runsview';
 import {
   el,
@@ -45,10 +46,16 @@ export class NbdistPanel extends Widget {
   private readonly waits: WaitsView;
   private readonly workers: WorkersView;
   private readonly runs: RunsView;
+  private readonly metrics: MetricsView;
   private readonly status = el('span', 'nbdist-status');
   private readonly totals = el('span', 'nbdist-totals');
   private readonly message = el('div', 'nbdist-message');
   private readonly details = el('section', 'nbdist-details');
+  private readonly stepBar = el('span', 'nbdist-step-bar');
+  private readonly stepToggle = el('button', 'nbdist-button nbdist-step-toggle', 'Step mode');
+  private readonly stepButtons: HTMLButtonElement[] = [];
+  private readonly stepCount = el('span', 'nbdist-step-count');
+  private stepError = '';
   private selected: GraphNode | undefined;
   private frame = 0;
   private detailsRevision = -1;
@@ -78,19 +85,77 @@ export class NbdistPanel extends Widget {
     this.waits = new WaitsView(this.model, tag => this.cells.label(tag));
     this.workers = new WorkersView(this.model);
     this.runs = new RunsView(this.model);
+    this.metrics = new MetricsView(this.model);
 
     const header = el('header', 'nbdist-header');
     const refresh = el('button', 'nbdist-button', 'Refresh');
     refresh.title = 'Ask the kernel for a fresh snapshot (or connect again)';
     refresh.addEventListener('click', () => this.link.refresh());
-    header.append(this.status, this.totals, refresh);
+    header.append(this.status, this.totals, this.stepControls(), refresh);
     this.details.setAttribute('aria-label', 'Selected task');
     const side = el('div', 'nbdist-side');
     side.append(this.details, this.waits.node);
     const grid = el('div', 'nbdist-grid');
     grid.append(this.graph.node, this.runs.node, side, this.objects.node, this.workers.node);
+    grid.append(this.metrics.node);
     this.node.append(header, this.message, grid);
     this.renderDetails();
+  }
+
+  /** Step-through mode: a toggle, Step (one task), Level (the ready set), Run, the count. */
+  private stepControls(): HTMLElement {
+    const bar = this.stepBar;
+    bar.setAttribute('role', 'group');
+    bar.setAttribute('aria-label', 'Step-through mode');
+    const toggle = this.stepToggle;
+    toggle.title = 'Hold each task before it runs, to release them step by step';
+    toggle.setAttribute('aria-pressed', 'false');
+    toggle.addEventListener('click', () => this.sendStep(this.model.step.on ? 'run' : 'on'));
+    bar.appendChild(toggle);
+    const buttons: [string, StepCommand, string][] = [
+      ['Step', 'step', 'Release the task held longest'],
+      ['Level', 'level', 'Release every held task: the ready set of the graph'],
+      ['Run', 'run', 'Release everything held and leave step-through mode']
+    ];
+    for (const [text, command, title] of buttons) {
+      const b = el('button', `nbdist-button nbdist-step-${command}`, text);
+      b.title = title;
+      b.addEventListener('click', () => this.sendStep(command));
+      this.stepButtons.push(b);
+      bar.appendChild(b);
+    }
+    bar.appendChild(this.stepCount);
+    return bar;
+  }
+
+  private sendStep(command: StepCommand): void {
+    void this.link.step(command).then(
+      reply => {
+        this.stepError = reply.status === 'error' ? reply.message ?? 'The step failed.' : '';
+        this.schedule();
+      },
+      error => {
+        this.stepError = `The step failed: ${error}`;
+        this.schedule();
+      }
+    );
+  }
+
+  private renderStep(): void {
+    const step = this.model.step;
+    const connected = this.link.status === 'connected';
+    const toggle = this.stepToggle;
+    setData(this.stepBar, 'on', String(step.on));
+    setData(this.stepBar, 'held', String(step.held));
+    if (toggle.getAttribute('aria-pressed') !== String(step.on)) {
+      toggle.setAttribute('aria-pressed', String(step.on));
+    }
+    setText(toggle, step.on ? 'Step mode: on' : 'Step mode');
+    toggle.disabled = !connected;
+    for (const b of this.stepButtons) {
+      b.disabled = !connected || !step.on;
+    }
+    setText(this.stepCount, step.on ? `${step.held} held` : '');
   }
 
   /** Show the cluster of this notebook's kernel (or nothing when null). */
@@ -133,6 +198,7 @@ export class NbdistPanel extends Widget {
     this.objects.render();
     this.workers.render();
     this.runs.render();
+    this.metrics.render();
     if (this.detailsRevision !== this.model.revisions.graph) {
       this.renderDetails();
     }
@@ -164,9 +230,13 @@ export class NbdistPanel extends Widget {
       this.totals,
       link.status === 'connected' ? totalsText(t) : ''
     );
+    this.renderStep();
     let message = '';
     let kind = 'info';
-    if (model.versionError) {
+    if (this.stepError) {
+      message = this.stepError;
+      kind = 'error';
+    } else if (model.versionError) {
       message = model.versionError;
       kind = 'error';
     } else if (link.status === 'no-notebook') {

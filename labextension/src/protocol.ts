@@ -3,7 +3,7 @@
  * docs/comm-protocol.md is the contract; a change there bumps SCHEMA_VERSION in both places.
  */
 
-export const SCHEMA_VERSION = 3;
+export const SCHEMA_VERSION = 4;
 export const COMM_TARGET = 'nbdist';
 
 export type TaskState = 'pending' | 'scheduled' | 'running' | 'finished' | 'failed';
@@ -37,6 +37,15 @@ export interface Task {
   error: string | null;
   attempt: number;
   stdout: string[];
+  /** Held by step-through mode: ready, waiting for a step. */
+  held?: boolean;
+}
+
+/** Step-through mode: each ready task is held until a step releases it. */
+export interface StepStatus {
+  on: boolean;
+  /** Tasks held now. */
+  held: number;
 }
 
 export interface Group {
@@ -167,6 +176,30 @@ export interface Run {
   updated: number;
 }
 
+/** A row of nbdist.util.metrics.snapshot(): one metric with one set of tag values. */
+export interface AppMetric {
+  name: string;
+  kind: 'counter' | 'gauge' | 'histogram';
+  description: string;
+  tags: Record<string, string>;
+  /** counters and gauges */
+  value?: number;
+  /** histograms: values observed, their sum, and the count per bucket (one bucket more than
+   * boundaries: the values above the last) */
+  count?: number;
+  sum?: number;
+  boundaries?: number[];
+  buckets?: number[];
+}
+
+export interface PlacementGroup {
+  id: string;
+  name: string;
+  strategy: string;
+  state: string;
+  bundles: Record<string, number>[];
+}
+
 interface StateMessage {
   schema: number;
   seq: number;
@@ -188,6 +221,10 @@ interface StateMessage {
   news_since?: number;
   /** library runs (snapshot: all; delta: those that changed) */
   runs?: Record<string, Run>;
+  /** application metrics and placement groups: whole lists (in a delta only when changed) */
+  metrics?: AppMetric[];
+  placement_groups?: PlacementGroup[];
+  step?: StepStatus;
 }
 
 export interface Snapshot extends StateMessage {

@@ -37,7 +37,7 @@ from nbdist.daemons.memory_monitor import MemoryMonitor
 from nbdist.daemons.node_files import NodeFiles
 from nbdist.daemons.node_peers import NodePeers
 from nbdist.objects.store import unlink as unlink_file
-from nbdist.scheduler import Client, NodeState, Worker
+from nbdist.scheduler import Client, NodeState, Task, Worker
 from nbdist.wire import links, server, transport
 from nbdist.wire import protocol as P
 
@@ -83,6 +83,8 @@ class NodeDaemon:
         self.head_token = 0
         # Cluster queries that arrive while the head connection is still being made wait here.
         self.head_waiting: list[tuple[Client, int, str, Any]] = []
+        # Step commands answered when the tasks they released have ended (`_step`).
+        self.step_replies: list[tuple[Client, int, dict, list[Task]]] = []
         self.head_lost = False
         self.peers = NodePeers(self)  # the other nodes
         self.res_dirty = False
@@ -339,6 +341,9 @@ class NodeDaemon:
             spilled = [f"{oid:018x}" for oid in self.state.objects.spilled_ids(10_000)]
             self.server.send(client.peer, (P.CONTROL_REPLY, req_id, True, spilled))
             return
+        if op == "step":
+            self._step(client, req_id, args)
+            return
         if op == "node_info":
             snap = self.state.snapshot()
             snap.update(self.welcome_info())
@@ -355,6 +360,30 @@ class NodeDaemon:
         self.head_token += 1
         self.head_pending[self.head_token] = (client, req_id)
         self.server.send(self.head, (P.HEAD_REQUEST, self.head_token, op, args))
+
+    def _step(self, client: Client, req_id: int, args: Any) -> None:
+        """A driver's step-through command: ``(on, release, wait)``; with ``wait`` the reply
+        goes when the released tasks have ended (checked once per loop turn), so a notebook
+        stepping level by level sees each level finish before it steps the next."""
+        on, release, wait = args
+        reply, released = self.state.step(client, on, release)
+        if wait and released:
+            self.step_replies.append((client, req_id, reply, released))
+        else:
+            self.server.send(client.peer, (P.CONTROL_REPLY, req_id, True, reply))
+
+    def _answer_steps(self) -> None:
+        waiting = []
+        for item in self.step_replies:
+            client, req_id, reply, released = item
+            if all(task.finished for task in released):
+                # What their ends made ready is held by now: count it.
+                reply["held"] = self.state.stepper.held_count(client.client_no)
+                if client.peer is not None:
+                    self.server.send(client.peer, (P.CONTROL_REPLY, req_id, True, reply))
+            else:
+                waiting.append(item)
+        self.step_replies = waiting
 
     def _from_head(self, msg: Any) -> None:
         if msg[0] == P.GROUP:
@@ -416,6 +445,8 @@ class NodeDaemon:
         st = self.state
         if st.placement.need_dispatch:
             st.dispatch()
+        if self.step_replies:
+            self._answer_steps()
         if st.placement.parked and not self._parked_timer:
             self._parked_timer = True
             self.server.call_later(0.25, self._expire_parked)

@@ -89,6 +89,8 @@ class DirectCalls:
         self.unregistered: set[int] = set()
         self._actor_of: dict[links.Link, int] = {}
         self.sent = 0  # calls sent over links (for tests and benchmarks)
+        # Step-through mode: the node holds calls, so every call goes through it meanwhile.
+        self.stepping = False
 
     # ------------------------------------------------------------ submitting
     def route(self, spec: tuple, contained: tuple[int, ...]) -> bool:
@@ -97,7 +99,7 @@ class DirectCalls:
         actor_id = spec[P.S_ACTOR]
         with self.lock:
             link = None
-            if not self.via_node.get(actor_id):
+            if not self.via_node.get(actor_id) and not self.stepping:
                 link = self.links.get(actor_id) or self._open(actor_id)
             if link is None:
                 self.via_node[actor_id] = self.via_node.get(actor_id, 0) + 1

@@ -548,7 +548,7 @@ class CoreClient:
         offset = self.control("reserve", (oid, size, self.arena is not None), timeout=120.0)
         return offset if isinstance(offset, int) else -1
 
-    def control(self, op: str, args: Any = None, timeout: float = 30.0) -> Any:
+    def control(self, op: str, args: Any = None, timeout: float | None = 30.0) -> Any:
         req_id, slot = self._control.open()
         self.send([(P.CONTROL, req_id, op, args)])
         if not self._wait_event(slot[0], timeout):
@@ -558,6 +558,17 @@ class CoreClient:
         if not ok:
             raise_control_error(result)
         return result
+
+    def step(self, on: bool | None, release: int | str, wait: bool) -> dict[str, Any]:
+        """Step-through mode (`nbdist.driver.stepping`): the node's answer to a command."""
+        direct = self.direct
+        if on and direct is not None:
+            direct.stepping = True  # before the node holds: no call may slip past on a link
+        reply: dict[str, Any] = self.control("step", (on, release, wait),
+                                             timeout=None if wait else 30.0)
+        if not reply["on"] and direct is not None:
+            direct.stepping = False
+        return reply
 
     def ref_count(self, oid: int) -> int:
         """How many refs to ``oid`` this process holds."""

@@ -41,6 +41,7 @@ node or the worker where it happened. Ids are the hex strings users see elsewher
     actor_created / restarted / died, node_up / node_down, worker_up / worker_down
     stdout (a line of remote output), events_dropped, task_summary (not published)
     run_update (a trial's or a training worker's progress, from nbdist.tune / nbdist.train)
+    task_held (a task held by step-through mode), step_mode (the mode, held count, released)
 
     subscribe(callback, kinds=None, raw=False) -> unsubscribe
                                            callback(list[Event]) on the dispatcher thread
@@ -87,8 +88,10 @@ from nbdist.events.records import (
     ObjectSpilled,
     Output,
     RunUpdate,
+    StepMode,
     TaskFailed,
     TaskFinished,
+    TaskHeld,
     TaskRetried,
     TaskStarted,
     TaskSubmitted,
@@ -110,7 +113,8 @@ __all__ = [
     "EVENT_VERSION", "FAILED", "FINISHED", "RECORDS", "RETRIED", "RUNNING", "ActorCreated", "ActorDied", "ActorRestarted", "Compact",
     "DepFold", "Event", "EventBus", "EventsDropped", "Execution", "GroupCounts", "NodeDown", "NodeUp",
     "ObjectCreated", "ObjectFreed", "ObjectPinned", "ObjectRestored", "ObjectSpilled",
-    "Output", "PullQueue", "Replay", "RunUpdate", "TaskFailed", "TaskFinished", "TaskRetried",
+    "Output", "PullQueue", "Replay", "RunUpdate", "StepMode", "TaskFailed", "TaskFinished",
+    "TaskHeld", "TaskRetried",
     "TaskStarted", "TaskSubmitted", "TaskSummary", "WaitBegun", "WaitDone", "WaitProgress",
     "WorkerDown", "WorkerState", "WorkerSummary", "WorkerUp", "build", "bus", "compact",
     "current_cluster", "current_submitter", "execution_count", "executions", "fields", "kind_of", "object_info",

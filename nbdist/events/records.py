@@ -22,7 +22,8 @@ from nbdist.ids import hex_id
 # 2: TaskFailed.submitter; the TaskSummary kind. 3: ObjectPinned, ObjectSpilled,
 # ObjectRestored; ObjectFreed.size and .node_id; every record class has a wire ``code``.
 # 4: RunUpdate (the progress of a library run: a Tune search, a Train run).
-EVENT_VERSION = 4
+# 5: TaskHeld, StepMode (step-through mode).
+EVENT_VERSION = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -343,6 +344,27 @@ class RunUpdate(Event):
     config: tuple[tuple[str, str], ...] = ()
     note: str = ""
     kind = "run_update"
+
+
+@_record("task_id")
+@dataclass(frozen=True, slots=True)
+class TaskHeld(Event):
+    """In step-through mode, a task whose arguments are ready is held by its node instead of
+    being dispatched, until a step releases it (then its usual records follow)."""
+    task_id: str
+    name: str
+    kind = "task_held"
+
+
+@_record("released")
+@dataclass(frozen=True, slots=True)
+class StepMode(Event):
+    """The driver's step-through mode after a command: on or off, how many of its tasks are
+    still held, and which ones this command released."""
+    on: bool
+    held: int
+    released: tuple[str, ...] = ()
+    kind = "step_mode"
 
 
 # One group of `TaskSummary.groups`: (function name, submitter, pending, scheduled, running,

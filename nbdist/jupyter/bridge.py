@@ -44,8 +44,11 @@ raise the flag, never lower it.
 The driver publishes NodeUp for its own node only, so the sender thread asks ``nbdist.nodes()``
 (once per node) about other nodes the model learnt from task records. Objects spilled to disk
 and read back come as records (ObjectSpilled, ObjectRestored); the driver's ref counts of the
-objects listed are read with each delta (`events.ref_counts`). The hub reads nothing else of
-the engine: `nbdist.events` and the public API only.
+objects listed are read with each delta (`events.ref_counts`). The application metrics
+(`nbdist.util.metrics.snapshot()`) and the placement groups (`placement_group_table()`) are
+state kept in the cluster, not records: the sender thread reads them every ``APP_STATE_S``,
+after its delta, and a change goes whole into the next one. The hub reads nothing else of the
+engine: `nbdist.events` and the public API only.
 
 One subscription and one sender thread serve all open comms; both start with the first comm
 and stop with the last. The subscription is raw (`events.subscribe`): on subscribing, the hub
@@ -58,6 +61,7 @@ The message schema (``model.SCHEMA_VERSION``) is documented in ``docs/comm-proto
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -83,6 +87,10 @@ BIG_DELTA = 400  # task and object records changed since the last delta: the nex
 BURST_TASKS = 200  # tasks submitted in one batch (every 50 ms): a burst
 BURST_HOLD_S = 0.15  # no delta before this long after the last burst batch ...
 BURST_MAX_S = 1.0  # ... unless the holding began this long ago
+# How often the sender thread reads the application metrics and placement groups: they are
+# not events but state kept in the cluster (an actor, the head), one round trip each.
+APP_STATE_S = 0.5
+MAX_PLACEMENT_GROUPS = 50
 
 
 def error_message(message: str) -> Json:
@@ -112,6 +120,8 @@ class Hub:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._nodes_asked: set[str] = set()
+        self._app_read_at = -APP_STATE_S  # monotonic time the metrics were last read
+        self._machinery = Machinery()
         self._sent_at = 0.0  # monotonic time of the last delta taken
         # No delta before this (monotonic) time while not grouped: a burst is arriving; and
         # when the holding began.
@@ -173,6 +183,8 @@ class Hub:
             items = self._replay.fresh(items)
             kinds = self._model.kinds()
         batch = [events.build(x) for x in items if events.kind_of(x) in kinds]
+        with self._model_lock:
+            batch = self._machinery.keep(batch)
         if batch and not self._news_since:
             self._news_since = events.bus().window_start
         if self._model.grouped:  # the records the model still follows: few; no delta here
@@ -217,11 +229,13 @@ class Hub:
             as_of = self._clock()
             history = events.recent(raw=True)
             self._replay = events.Replay(history)
+            self._machinery = Machinery()
             for start in range(0, len(history), CHUNK):
                 # Built a chunk at a time: once grouped, the model follows fewer kinds.
                 kinds = self._model.kinds()
-                self._model.apply([events.build(x) for x in history[start:start + CHUNK]
-                                   if events.kind_of(x) in kinds])
+                self._model.apply(self._machinery.keep(
+                    [events.build(x) for x in history[start:start + CHUNK]
+                     if events.kind_of(x) in kinds]))
             self._as_of = as_of
         self._follow()
         # The engine's tally follows from now on, so it is current when the model groups.
@@ -293,6 +307,7 @@ class Hub:
         # Round trips to the cluster come after the delta, so a busy node does not hold it;
         # what they learn goes into the next one.
         self._describe_nodes()
+        self._read_app_state()
 
     def _cadence(self) -> float:
         """Seconds between deltas: shorter once grouped (see ``GROUPED_SHARE``)."""
@@ -355,6 +370,98 @@ class Hub:
             self._model.apply(records)
 
 
+    def _read_app_state(self) -> None:
+        if not nbdist.is_initialized() or (
+                self._monotonic() - self._app_read_at < APP_STATE_S):
+            return
+        self._app_read_at = self._monotonic()
+        try:
+            metrics = [app_metric(row) for row in nbdist.util.metrics.snapshot()]
+            table = nbdist.util.placement_group_table()
+            groups = [placement_group(key, row) for key, row in table.items()]
+        except Exception:  # the cluster may be going away; the next read tries again
+            log.debug("reading the application metrics failed", exc_info=True)
+            return
+        with self._model_lock:
+            self._model.set_app_state(metrics, groups[-MAX_PLACEMENT_GROUPS:])
+
+
+class Machinery:
+    """Keeps the records of nbdist's own metrics actor out of the panel, which shows the
+    user's work: the hub's reads of the metrics (two calls a second while metrics exist) and
+    the driver's flushes would otherwise fill the graph, the waits (under whichever cell runs)
+    and the actors. Its calls are known by the actor's class in their names (or its actor by
+    its registered name); their return objects, the waits on them and their ends by the ids
+    those calls brought. Once grouped, the engine's tally still counts them."""
+
+    PREFIX = "_Aggregator."
+
+    def __init__(self) -> None:
+        self.tasks: set[str] = set()
+        self.objects: set[str] = set()
+        self.waits: set[int] = set()
+
+    def keep(self, batch: list[Any]) -> list[Any]:
+        return [e for e in batch if not self._ours(e)]
+
+    def _ours(self, e: Any) -> bool:
+        kind = type(e)
+        if kind is events.TaskSubmitted:
+            if not e.name.startswith(self.PREFIX):
+                return False
+            self.tasks.add(e.task_id)
+            self.objects.update(e.returns)
+            return True
+        if kind is events.ActorCreated:
+            return bool(e.name == nbdist.util.metrics.AGGREGATOR)
+        if kind is events.WaitBegun:
+            if e.object_ids and self.objects.issuperset(e.object_ids):
+                self.waits.add(e.wait_id)
+                return True
+            return False
+        wait_id = getattr(e, "wait_id", None)
+        if wait_id is not None:
+            ours = wait_id in self.waits
+            if kind is events.WaitDone:
+                self.waits.discard(wait_id)
+            return ours
+        object_id = getattr(e, "object_id", None)
+        if object_id in self.objects:
+            if kind is events.ObjectFreed:
+                self.objects.discard(object_id)
+            return True
+        task_id = getattr(e, "task_id", None)
+        if task_id in self.tasks:
+            if kind in (events.TaskFinished, events.TaskFailed):
+                self.tasks.discard(task_id)
+            return True
+        return False
+
+
+def app_metric(row: dict[str, Any]) -> schema.AppMetric:
+    """A row of `nbdist.util.metrics.snapshot()` as the panel receives it."""
+    out: schema.AppMetric = {"name": str(row["name"]), "kind": str(row["kind"]),
+                             "description": str(row.get("description", "")),
+                             "tags": {str(k): str(v) for k, v in row.get("tags", {}).items()}}
+    if row["kind"] == "histogram":
+        out["count"] = int(row["count"])
+        out["sum"] = float(row["sum"])
+        out["boundaries"] = [float(b) for b in row["boundaries"]]
+        out["buckets"] = [int(n) for n in row["buckets"]]
+    else:
+        out["value"] = float(row["value"])
+    return out
+
+
+def placement_group(key: Any, row: dict[str, Any]) -> schema.PlacementGroup:
+    """A row of `nbdist.util.placement_group_table()` (Ray's format) as the panel receives it."""
+    bundles = row.get("bundles") or {}
+    return {"id": str(row.get("placement_group_id", key)), "name": str(row.get("name") or ""),
+            "strategy": str(row.get("strategy", "")), "state": str(row.get("state", "")),
+            "bundles": [{str(r): float(n) for r, n in bundle.items()}
+                        for _, bundle in sorted(bundles.items())]}
+
+
 _hub: Hub | None = None
 
 
@@ -368,7 +475,44 @@ def register(ip: Any = None) -> Hub:
     if _hub is None:
         _hub = Hub()
     comm.get_comm_manager().register_target(TARGET, _hub.open)
+    kernel = getattr(ip, "kernel", None)
+    if kernel is not None and hasattr(kernel, "control_handlers"):
+        kernel.control_handlers[STEP_REQUEST] = functools.partial(_step_request, kernel)
     return _hub
+
+
+# The panel's step-through buttons travel on the kernel's control channel, not the comm: a
+# cell blocked in `get` on a held task keeps the shell thread busy, so a comm message would
+# wait for the cell, and the cell for the message. ipykernel handles control messages on a
+# thread of their own and looks custom types up in ``kernel.control_handlers``.
+STEP_REQUEST = "nbdist_step_request"
+STEP_REPLY = "nbdist_step_reply"
+
+
+def step_command(command: str, count: int = 1) -> dict[str, Any]:
+    """Carry out a panel command (``on``, ``off``, ``run``, ``step`` ``count`` tasks, or
+    ``level``) without waiting for the released tasks; the reply's content."""
+    if command != "on" and not nbdist.is_initialized():
+        return {"status": "error", "message": "no nbdist cluster runs in this kernel"}
+    if command == "on":
+        status = nbdist.step_mode(True)
+    elif command in ("off", "run"):
+        status = nbdist.step_mode(False)
+    elif command in ("step", "level"):
+        status = nbdist.step("level" if command == "level" else max(1, int(count)), wait=False)
+    else:
+        return {"status": "error", "message": f"unknown step command {command!r}"}
+    return {"status": "ok", "on": status.on, "held": status.held,
+            "released": len(status.released)}
+
+
+def _step_request(kernel: Any, stream: Any, idents: Any, msg: dict[str, Any]) -> None:
+    content = msg.get("content") or {}
+    try:
+        reply = step_command(str(content.get("command", "")), int(content.get("count", 1)))
+    except Exception as exc:  # the panel shows the message; the control thread goes on
+        reply = {"status": "error", "message": f"{type(exc).__name__}: {exc}"}
+    kernel.session.send(stream, STEP_REPLY, reply, parent=msg, ident=idents)
 
 
 def unregister(ip: Any = None) -> None:
@@ -378,3 +522,6 @@ def unregister(ip: Any = None) -> None:
     manager = comm.get_comm_manager()
     if TARGET in manager.targets:
         manager.unregister_target(TARGET, manager.targets[TARGET])
+    handlers = getattr(getattr(ip, "kernel", None), "control_handlers", None)
+    if handlers is not None:
+        handlers.pop(STEP_REQUEST, None)

@@ -82,8 +82,42 @@ def _nbdist_parser() -> _Parser:
     timeline.add_argument("file", nargs="?", metavar="FILE",
                           help="write the Chrome-trace JSON here (open it in chrome://tracing "
                                "or https://ui.perfetto.dev)")
+    step = sub.add_parser("step", help="step-through mode: `on` holds each task before it "
+                          "runs; no argument releases one, N releases N, `level` every held "
+                          "task (the ready set), `off` or `run` releases all and stops holding")
+    step.add_argument("what", nargs="?", default="1", metavar="on|off|N|level|run")
+    sub.add_parser("run", help="release every held task and end step-through mode")
     p.commands = dict(sub.choices)
     return p
+
+
+def _step(what: str) -> None:
+    """``%nbdist step ...``: a thin layer over `nbdist.step_mode` and `nbdist.step`."""
+    if what == "on":
+        nbdist.step_mode(True)
+        print("step-through mode on: each task waits before it runs; %nbdist step releases "
+              "one, %nbdist step level the ready set, %nbdist run everything.")
+        return
+    if what in ("off", "run"):
+        status = nbdist.step_mode(False)
+        print(f"step-through mode off; released {_tasks_text(status.released)}.")
+        return
+    if what != "level" and not what.isdigit():
+        raise UsageError(f"%nbdist step: expected on, off, run, level or a number, not {what!r}.")
+    status = nbdist.step("level" if what == "level" else int(what))
+    if not status.on:
+        print("step-through mode is off: %nbdist step on turns it on.")
+        return
+    print(f"released {_tasks_text(status.released)}; {status.held} held.")
+
+
+def _tasks_text(released: tuple[tuple[str, str], ...]) -> str:
+    counts: dict[str, int] = {}
+    for _, name in released:
+        counts[name] = counts.get(name, 0) + 1
+    what = ", ".join(f"{name} ×{n}" if n > 1 else name for name, n in counts.items())
+    return f"{len(released)} task{'' if len(released) == 1 else 's'}" + (
+        f" ({what})" if what else "")
 
 
 def _remote_parser() -> _Parser:
@@ -229,7 +263,8 @@ def _start_ray(args: argparse.Namespace) -> None:
 class NbdistMagics(Magics):
     @line_magic
     def nbdist(self, line: str) -> None:
-        """%nbdist start|status|stop|timeline [options] — manage this kernel's nbdist cluster."""
+        """%nbdist start|status|stop|timeline|step|run [options] — manage this kernel's nbdist
+        cluster; step and run drive step-through mode."""
         parser = _nbdist_parser()
         args = _parse(parser, line)
         if args is None:
@@ -265,6 +300,10 @@ class NbdistMagics(Magics):
             print("nbdist cluster stopped.")
         elif args.command == "timeline":
             _timeline(args.file)
+        elif args.command == "step":
+            _step(args.what)
+        elif args.command == "run":
+            _step("run")
         else:
             raise UsageError(f"%nbdist needs a command.\n\n{parser.format_usage()}")
 

@@ -380,6 +380,8 @@ class Model:
             ids[task.group].counts[task.state] += 1
 
     def _move(self, task: TaskRecord, state: str) -> None:
+        if state != SCHEDULED:
+            task.held = False  # started or ended (or waiting for its arguments to retry)
         totals = self._totals
         totals[task.state] -= 1
         totals[state] += 1
@@ -421,6 +423,8 @@ class Model:
         self._dirty.nodes.add(e.node_id)
 
     def _task_held(self, e: ev.TaskHeld) -> None:
+        self._step["held"] += 1  # (the next StepMode record says how many are left)
+        self._dirty.step = True
         task = self._tasks.get(e.task_id)  # (none once grouped)
         if task is not None and task.state in (PENDING, SCHEDULED):
             task.held = True

@@ -49,7 +49,7 @@ def ms(value: float | None) -> float | None:
 class TaskRecord:
     __slots__ = ("id", "name", "state", "deps", "dep_tasks", "returns", "parent", "actor",
                  "submitter", "group", "node", "worker", "submitted", "started", "ended",
-                 "error_type", "error", "attempt", "stdout", "missing")
+                 "error_type", "error", "attempt", "stdout", "missing", "held")
 
     def __init__(self, e: ev.TaskSubmitted, group: str, dep_tasks: tuple[str, ...],
                  missing: int) -> None:
@@ -67,6 +67,7 @@ class TaskRecord:
         self.attempt = 0
         self.stdout: collections.deque[str] | None = None  # made by its first line
         self.missing = missing  # arguments not ready yet
+        self.held = False  # held by step-through mode (TaskHeld) until it starts or ends
 
     def to_json(self, max_lines: int | None = None) -> schema.Task:
         lines = list(self.stdout) if self.stdout is not None else []
@@ -79,7 +80,7 @@ class TaskRecord:
                 "node": self.node, "worker": self.worker, "submitted": ms(self.submitted),
                 "started": ms(self.started), "ended": ms(self.ended),
                 "error_type": self.error_type, "error": self.error, "attempt": self.attempt,
-                "stdout": lines}
+                "stdout": lines, "held": self.held}
 
 
 class GroupRecord:
@@ -176,7 +177,7 @@ class Dirty:
     """Ids whose full record goes into the next delta, and ids removed since the last one."""
 
     __slots__ = ("tasks", "tasks_removed", "groups", "edges", "objects", "objects_removed",
-                 "waits", "waits_removed", "workers", "nodes", "actors", "totals")
+                 "waits", "waits_removed", "workers", "nodes", "actors", "totals", "step")
 
     def __init__(self) -> None:
         self.tasks: set[str] = set()
@@ -191,6 +192,7 @@ class Dirty:
         self.nodes: set[str] = set()
         self.actors: set[str] = set()
         self.totals = False  # counters that no record above reflects (output, drops)
+        self.step = False  # the step-through mode or its held count changed
 
     def any(self) -> bool:
         return any(getattr(self, name) for name in self.__slots__)

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from typing import Literal, TypedDict, Union
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 COMM_TARGET = "nbdist"
 
 TaskState = Literal["pending", "scheduled", "running", "finished", "failed"]
 
 
-class Task(TypedDict):
+class _TaskFields(TypedDict):
     id: str
     name: str
     state: str
@@ -37,6 +37,15 @@ class Task(TypedDict):
     error: str | None
     attempt: int
     stdout: list[str]
+
+
+class Task(_TaskFields, total=False):
+    held: bool  # held by step-through mode: ready, waiting for a step
+
+
+class StepStatus(TypedDict):
+    on: bool  # step-through mode: each ready task is held until a step releases it
+    held: int  # tasks held now
 
 
 class Group(TypedDict):
@@ -149,6 +158,33 @@ class Run(TypedDict):
     updated: float
 
 
+class _AppMetricFields(TypedDict):
+    name: str
+    kind: str  # "counter", "gauge" or "histogram"
+    description: str
+    tags: dict[str, str]
+
+
+class AppMetric(_AppMetricFields, total=False):
+    """A row of `nbdist.util.metrics.snapshot()`: one metric with one set of tag values."""
+
+    value: float  # counters and gauges
+    # Histograms: how many values were observed, their sum, and the count per bucket (one
+    # bucket more than boundaries: the values above the last).
+    count: int
+    sum: float
+    boundaries: list[float]
+    buckets: list[int]
+
+
+class PlacementGroup(TypedDict):
+    id: str
+    name: str
+    strategy: str
+    state: str
+    bundles: list[dict[str, float]]
+
+
 class _StateFields(TypedDict):
     schema: int
     seq: int
@@ -170,6 +206,10 @@ class StateMessage(_StateFields, total=False):
     as_of: float  # every event record published before this time is in the message
     news_since: float  # on deltas with new records: each was published after this time
     runs: dict[str, Run]  # library runs (Tune searches, Train runs): see docs/comm-protocol.md
+    step: StepStatus  # step-through mode
+    # The application metrics and placement groups: whole lists, in a delta only when changed.
+    metrics: list[AppMetric]
+    placement_groups: list[PlacementGroup]
 
 
 class Snapshot(StateMessage):

@@ -18,6 +18,7 @@ calls back up are callbacks)::
      ├─ Placement (placement)
      ├─ TaskTable (tasks)    ── uses ObjectTable, Notices
      ├─ ObjectTable (objects) ── uses Notices; calls back deps_ready, producer, actor_ref
+     ├─ Stepper (stepping)   ── uses Notices; calls back to release a task
      └─ Notices (notices)
     all of them: records (Client, Worker, Task, Obj, Actor, NodeIO), states
 
@@ -45,6 +46,8 @@ calls back up are callbacks)::
                head's two-phase placement), committed (their ``<R>_group_<pg>`` resources in
                ``Placement.total``), recently removed groups and why.
 ``notices``    Notices: events for the drivers and batched started / freed notices.
+``stepping``   Stepper: step-through mode, the ready tasks of drivers that asked for it, held
+               until a step releases them (`NodeState._deps_ready` asks it, one set test).
 ``states``     the worker and actor states and the only moves allowed between them, checked
                on every change (`IllegalTransition`).
 ``records``    the records above and the NodeIO interface.

@@ -30,6 +30,7 @@ from nbdist.scheduler.notices import Notices
 from nbdist.scheduler.objects import ObjectTable
 from nbdist.scheduler.placement import Placement, without_soft_pins
 from nbdist.scheduler.records import READY, Client, NodeIO, Obj, Shape, Task, Worker
+from nbdist.scheduler.stepping import Stepper
 from nbdist.scheduler.tasks import TaskTable
 from nbdist.scheduler.workers import WorkerPool, exit_text
 from nbdist.wire import protocol as P
@@ -51,6 +52,7 @@ class NodeState:
         self.workers = WorkerPool(io, num_cpus, max_extra_workers)
         self.actors = ActorTable(io, self.node_index, self.tasks, self.placement, self.notices,
                                  place=self._deps_ready)
+        self.stepper = Stepper(self.notices, self._go)
         self._objs = self.objects.by_id
         self._tasks = self.tasks.by_id
 
@@ -69,6 +71,7 @@ class NodeState:
         self.objects.release_grants(client)
         if client.kind == P.KIND_DRIVER:
             self.notices.jobs.pop(client.client_no, None)
+            self.stepper.job_ended(client.client_no)
             self.actors.driver_left(client.client_no)
             self.io.to_head("group_job_ended", client.client_no)  # its groups go (Ray's rule)
         holds = client.holds
@@ -164,14 +167,33 @@ class NodeState:
                 return
             if placement.parked:
                 placement.parked.pop(task.id, None)
+        if (self.stepper.jobs and method != P.ACTOR_INIT and not self._machinery(task)
+                and self.stepper.hold(task)):
+            return
+        self._go(task)
+
+    def _machinery(self, task: Task) -> bool:
+        """A call to one of nbdist's own actors (a namespace "_nbdist…", as the metrics
+        aggregator's): it serves the tools, not the lesson, so step mode never holds it."""
+        actor_id = task.spec[P.S_ACTOR]
+        actor = self.actors.by_id.get(actor_id) if actor_id else None
+        return actor is not None and actor.namespace.startswith("_nbdist")
+
+    def _go(self, task: Task) -> None:
+        """``task`` may start: queue it (an actor call: mark it ready in its actor's queue)."""
         task.ready = True
+        spec = task.spec
         actor_id = spec[P.S_ACTOR]
         if not actor_id:
-            placement.enqueue(task)
-        elif method == P.ACTOR_INIT:
-            placement.queue_actor(self.actors.by_id[actor_id])
+            self.placement.enqueue(task)
+        elif spec[P.S_METHOD] == P.ACTOR_INIT:
+            self.placement.queue_actor(self.actors.by_id[actor_id])
         else:
             self.actors.pump(self.actors.by_id[actor_id])
+
+    def step(self, client: Client, on: bool | None, release: int | str) -> tuple[dict, list[Task]]:
+        """A driver's step-through command (see `nbdist.scheduler.stepping`)."""
+        return self.stepper.command(client.client_no, on, release)
 
     def _not_here(self, task: Task, shape: Shape) -> None:
         """This node has not the resources ``task`` (a task or actor constructor) needs."""

@@ -10,10 +10,10 @@ from nbdist import exceptions
 
 EXPECTED = {
     "ActorClass", "ActorHandle", "DynamicObjectRefGenerator", "ObjectRef", "ObjectRefGenerator",
-    "RemoteFunction", "available_resources",
+    "RemoteFunction", "StepStatus", "available_resources",
     "cancel", "cancel_submitted", "cluster_resources", "events", "exceptions", "get", "get_actor", "get_gpu_ids",
     "get_runtime_context", "init", "is_initialized", "kill", "method", "nodes", "put",
-    "remote", "show", "shutdown", "timeline", "util", "wait",
+    "remote", "show", "shutdown", "step", "step_mode", "timeline", "util", "wait",
 }
 
 

@@ -1,4 +1,4 @@
-"use strict";(self.rspackChunknbdist_panel=self.rspackChunknbdist_panel||[]).push([[232],{475(t,e,r){var n=r(601),i=r.n(n),o=r(314),a=(r.n(o))()(i());a.push([t.id,`.nbdist-panel {
+"use strict";(self.rspackChunknbdist_panel=self.rspackChunknbdist_panel||[]).push([[429],{475(t,e,n){var r=n(601),i=n.n(r),o=n(314),a=(n.n(o))()(i());a.push([t.id,`.nbdist-panel {
   /* The views adapt to the panel's own size (a split beside a notebook or the full width),
      not the window's. */
   container: nbdist-panel / size;
@@ -457,4 +457,40 @@
 .nbdist-run-running {
   color: var(--jp-brand-color1, #1f77b4);
 }
-`,""]),r.d(e,{},{A:a})},314(t){t.exports=function(t){var e=[];return e.toString=function(){return this.map(function(e){var r="",n=void 0!==e[5];return e[4]&&(r+="@supports (".concat(e[4],") {")),e[2]&&(r+="@media ".concat(e[2]," {")),n&&(r+="@layer".concat(e[5].length>0?" ".concat(e[5]):""," {")),r+=t(e),n&&(r+="}"),e[2]&&(r+="}"),e[4]&&(r+="}"),r}).join("")},e.i=function(t,r,n,i,o){"string"==typeof t&&(t=[[null,t,void 0]]);var a={};if(n)for(var d=0;d<this.length;d++){var s=this[d][0];null!=s&&(a[s]=!0)}for(var l=0;l<t.length;l++){var p=[].concat(t[l]);n&&a[p[0]]||(void 0!==o&&(void 0===p[5]||(p[1]="@layer".concat(p[5].length>0?" ".concat(p[5]):""," {").concat(p[1],"}")),p[5]=o),r&&(p[2]&&(p[1]="@media ".concat(p[2]," {").concat(p[1],"}")),p[2]=r),i&&(p[4]?(p[1]="@supports (".concat(p[4],") {").concat(p[1],"}"),p[4]=i):p[4]="".concat(i)),e.push(p))}},e}},601(t){t.exports=function(t){return t[1]}},72(t){var e=[];function r(t){for(var r=-1,n=0;n<e.length;n++)if(e[n].identifier===t){r=n;break}return r}function n(t,n){for(var i={},o=[],a=0;a<t.length;a++){var d=t[a],s=n.base?d[0]+n.base:d[0],l=i[s]||0,p="".concat(s," ").concat(l);i[s]=l+1;var c=r(p),b={css:d[1],media:d[2],sourceMap:d[3],supports:d[4],layer:d[5]};if(-1!==c)e[c].references++,e[c].updater(b);else{var u=function(t,e){var r=e.domAPI(e);return r.update(t),function(e){e?(e.css!==t.css||e.media!==t.media||e.sourceMap!==t.sourceMap||e.supports!==t.supports||e.layer!==t.layer)&&r.update(t=e):r.remove()}}(b,n);n.byIndex=a,e.splice(a,0,{identifier:p,updater:u,references:1})}o.push(p)}return o}t.exports=function(t,i){var o=n(t=t||[],i=i||{});return function(t){t=t||[];for(var a=0;a<o.length;a++){var d=r(o[a]);e[d].references--}for(var s=n(t,i),l=0;l<o.length;l++){var p=r(o[l]);0===e[p].references&&(e[p].updater(),e.splice(p,1))}o=s}}},659(t){var e={};t.exports=function(t,r){var n=function(t){if(void 0===e[t]){var r=document.querySelector(t);if(window.HTMLIFrameElement&&r instanceof window.HTMLIFrameElement)try{r=r.contentDocument.head}catch(t){r=null}e[t]=r}return e[t]}(t);if(!n)throw Error("Couldn't find a style target. This probably means that the value for the 'insert' parameter is invalid.");n.appendChild(r)}},540(t){t.exports=function(t){var e=document.createElement("style");return t.setAttributes(e,t.attributes),t.insert(e,t.options),e}},56(t,e,r){t.exports=function(t){var e=r.nc;e&&t.setAttribute("nonce",e)}},206(t){t.exports=function(t){if("u"<typeof document)return{update:function(){},remove:function(){}};var e=t.insertStyleElement(t);return{update:function(r){var n,i,o;n="",r.supports&&(n+="@supports (".concat(r.supports,") {")),r.media&&(n+="@media ".concat(r.media," {")),(i=void 0!==r.layer)&&(n+="@layer".concat(r.layer.length>0?" ".concat(r.layer):""," {")),n+=r.css,i&&(n+="}"),r.media&&(n+="}"),r.supports&&(n+="}"),(o=r.sourceMap)&&"u">typeof btoa&&(n+="\n/*# sourceMappingURL=data:application/json;base64,".concat(btoa(unescape(encodeURIComponent(JSON.stringify(o))))," */")),t.styleTagTransform(n,e,t.options)},remove:function(){var t;null===(t=e).parentNode||t.parentNode.removeChild(t)}}}},113(t){t.exports=function(t,e){if(e.styleSheet)e.styleSheet.cssText=t;else{for(;e.firstChild;)e.removeChild(e.firstChild);e.appendChild(document.createTextNode(t))}}},579(t,e,r){var n=r(72),i=r.n(n),o=r(206),a=r.n(o),d=r(659),s=r.n(d),l=r(56),p=r.n(l),c=r(540),b=r.n(c),u=r(113),f=r.n(u),h=r(475),g={};g.styleTagTransform=f(),g.setAttributes=p(),g.insert=s().bind(null,"head"),g.domAPI=a(),g.insertStyleElement=b(),i()(h.A,g),h.A&&h.A.locals&&h.A.locals}}]);
+`,""]),n.d(e,{},{A:a})},293(t,e,n){var r=n(601),i=n.n(r),o=n(314),a=(n.n(o))()(i());a.push([t.id,`/* Application metrics and placement groups: a row of their own under everything else, as
+   tall as their tables (up to a limit); hidden while there are none. */
+.nbdist-metrics {
+  grid-column: 1 / -1;
+  grid-row: 4;
+  max-height: 14em;
+  padding: 0 10px 8px;
+}
+
+.nbdist-metrics[hidden],
+.nbdist-metrics-table[hidden] {
+  display: none;
+}
+
+.nbdist-metrics-table caption {
+  text-align: left;
+  font-size: var(--jp-ui-font-size0);
+  color: var(--jp-ui-font-color2);
+  padding: 4px 0 2px;
+}
+
+.nbdist-metric-value {
+  font-variant-numeric: tabular-nums;
+}
+
+.nbdist-metric-buckets {
+  font-size: var(--jp-ui-font-size0);
+  color: var(--jp-ui-font-color2);
+}
+
+/* In the one-column layout the panel scrolls: the tables take the height they need. */
+@container nbdist-panel (max-width: 760px) {
+  .nbdist-grid > .nbdist-metrics {
+    max-height: none;
+  }
+}
+`,""]),n.d(e,{},{A:a})},314(t){t.exports=function(t){var e=[];return e.toString=function(){return this.map(function(e){var n="",r=void 0!==e[5];return e[4]&&(n+="@supports (".concat(e[4],") {")),e[2]&&(n+="@media ".concat(e[2]," {")),r&&(n+="@layer".concat(e[5].length>0?" ".concat(e[5]):""," {")),n+=t(e),r&&(n+="}"),e[2]&&(n+="}"),e[4]&&(n+="}"),n}).join("")},e.i=function(t,n,r,i,o){"string"==typeof t&&(t=[[null,t,void 0]]);var a={};if(r)for(var d=0;d<this.length;d++){var s=this[d][0];null!=s&&(a[s]=!0)}for(var l=0;l<t.length;l++){var p=[].concat(t[l]);r&&a[p[0]]||(void 0!==o&&(void 0===p[5]||(p[1]="@layer".concat(p[5].length>0?" ".concat(p[5]):""," {").concat(p[1],"}")),p[5]=o),n&&(p[2]&&(p[1]="@media ".concat(p[2]," {").concat(p[1],"}")),p[2]=n),i&&(p[4]?(p[1]="@supports (".concat(p[4],") {").concat(p[1],"}"),p[4]=i):p[4]="".concat(i)),e.push(p))}},e}},601(t){t.exports=function(t){return t[1]}},72(t){var e=[];function n(t){for(var n=-1,r=0;r<e.length;r++)if(e[r].identifier===t){n=r;break}return n}function r(t,r){for(var i={},o=[],a=0;a<t.length;a++){var d=t[a],s=r.base?d[0]+r.base:d[0],l=i[s]||0,p="".concat(s," ").concat(l);i[s]=l+1;var c=n(p),b={css:d[1],media:d[2],sourceMap:d[3],supports:d[4],layer:d[5]};if(-1!==c)e[c].references++,e[c].updater(b);else{var u=function(t,e){var n=e.domAPI(e);return n.update(t),function(e){e?(e.css!==t.css||e.media!==t.media||e.sourceMap!==t.sourceMap||e.supports!==t.supports||e.layer!==t.layer)&&n.update(t=e):n.remove()}}(b,r);r.byIndex=a,e.splice(a,0,{identifier:p,updater:u,references:1})}o.push(p)}return o}t.exports=function(t,i){var o=r(t=t||[],i=i||{});return function(t){t=t||[];for(var a=0;a<o.length;a++){var d=n(o[a]);e[d].references--}for(var s=r(t,i),l=0;l<o.length;l++){var p=n(o[l]);0===e[p].references&&(e[p].updater(),e.splice(p,1))}o=s}}},659(t){var e={};t.exports=function(t,n){var r=function(t){if(void 0===e[t]){var n=document.querySelector(t);if(window.HTMLIFrameElement&&n instanceof window.HTMLIFrameElement)try{n=n.contentDocument.head}catch(t){n=null}e[t]=n}return e[t]}(t);if(!r)throw Error("Couldn't find a style target. This probably means that the value for the 'insert' parameter is invalid.");r.appendChild(n)}},540(t){t.exports=function(t){var e=document.createElement("style");return t.setAttributes(e,t.attributes),t.insert(e,t.options),e}},56(t,e,n){t.exports=function(t){var e=n.nc;e&&t.setAttribute("nonce",e)}},206(t){t.exports=function(t){if("u"<typeof document)return{update:function(){},remove:function(){}};var e=t.insertStyleElement(t);return{update:function(n){var r,i,o;r="",n.supports&&(r+="@supports (".concat(n.supports,") {")),n.media&&(r+="@media ".concat(n.media," {")),(i=void 0!==n.layer)&&(r+="@layer".concat(n.layer.length>0?" ".concat(n.layer):""," {")),r+=n.css,i&&(r+="}"),n.media&&(r+="}"),n.supports&&(r+="}"),(o=n.sourceMap)&&"u">typeof btoa&&(r+="\n/*# sourceMappingURL=data:application/json;base64,".concat(btoa(unescape(encodeURIComponent(JSON.stringify(o))))," */")),t.styleTagTransform(r,e,t.options)},remove:function(){var t;null===(t=e).parentNode||t.parentNode.removeChild(t)}}}},113(t){t.exports=function(t,e){if(e.styleSheet)e.styleSheet.cssText=t;else{for(;e.firstChild;)e.removeChild(e.firstChild);e.appendChild(document.createTextNode(t))}}},820(t,e,n){var r=n(72),i=n.n(r),o=n(206),a=n.n(o),d=n(659),s=n.n(d),l=n(56),p=n.n(l),c=n(540),b=n.n(c),u=n(113),h=n.n(u),f=n(475),g={};g.styleTagTransform=h(),g.setAttributes=p(),g.insert=s().bind(null,"head"),g.domAPI=a(),g.insertStyleElement=b(),i()(f.A,g),f.A&&f.A.locals&&f.A.locals;var m=n(293),x={};x.styleTagTransform=h(),x.setAttributes=p(),x.insert=s().bind(null,"head"),x.domAPI=a(),x.insertStyleElement=b(),i()(m.A,x),m.A&&m.A.locals&&m.A.locals}}]);
