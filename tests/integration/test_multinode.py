@@ -59,18 +59,16 @@ def test_work_spreads_over_nodes_and_goes_where_its_resource_is(cli: Cli, transf
         assert np.array_equal(out, arr * 2) and not out.flags.writeable
 
         # The records say where each task ran, so the workers are listed under their node.
-        import time
+        from polling import until
         from nbdist.util.state import list_workers
-        deadline = time.monotonic() + 20
-        while True:
-            finished = {{e.task_id: e.node_id for e in nbdist.events.recent()
-                        if type(e).__name__ == "TaskFinished" and e.name == "double"}}
-            workers = {{(w.node_id, w.pid) for w in list_workers()}}
-            if finished or time.monotonic() > deadline:
-                break
-            time.sleep(0.05)
-        assert list(finished.values()) == [node], (finished, node)
-        assert {{n for n, _ in workers}} == nodes, (workers, nodes)
+
+        def finished():
+            return [e.node_id for e in nbdist.events.recent()
+                    if type(e).__name__ == "TaskFinished" and e.name == "double"]
+
+        assert until(finished, timeout=20) == [node], (finished(), node)
+        assert until(lambda: {{w.node_id for w in list_workers()}} == nodes, timeout=20), (
+            list_workers(), nodes)
         print("OK", len(nodes))
     """)
     assert driver.returncode == 0, driver.stderr + driver.stdout
