@@ -10,8 +10,13 @@ engines (``import nbdist as ray; from nbdist import train`` or Ray's own), with 
 ``storage_path``.
 
 Scenarios:
-    startup1, startup2   a no-op ``TorchTrainer`` with 1 and 2 workers: seconds from ``fit()``
-                         to its return (group start, process group set up, function, end)
+    startup1, startup2   a no-op ``TorchTrainer`` with 1 and 2 workers: seconds from
+                         ``TorchTrainer(...)`` to ``fit()`` returning (group start, process
+                         group set up, function, end), for the driver's first fit
+                         (``first_s``: new worker processes, each imports torch) and for the
+                         ``--fits`` - 1 (default 2) later fits in the same driver
+                         (``later_s`` the fastest, ``later_max_s`` the slowest: nbdist reuses
+                         the idle workers of a clean run, Ray Train starts new ones)
     bare2                the same with ``DataParallelTrainer`` (no framework: no torch import
                          in the workers), 2 workers: the trainer's own start-up cost
     lenet                the seed's LeNet (44,426 parameters) on synthetic 28x28 images, batch
@@ -21,6 +26,8 @@ Scenarios:
                          (gloo). The DDP runs also time an allreduce of the gradient's size
                          (44,426 float32, 178 KB) and the step's compute alone, the two figures
                          that place the crossover (see docs/train.md).
+    lenet1               the same training function in a ``TorchTrainer`` of 1 worker (no DDP
+                         wrapper, no allreduce partner): the trainer's cost over one process.
 """
 
 from __future__ import annotations
@@ -35,10 +42,13 @@ import tempfile
 import time
 from typing import Any
 
-SCENARIOS = ("startup1", "startup2", "bare2", "lenet")
+SCENARIOS = ("startup1", "startup2", "bare2", "lenet", "lenet1")
 ENGINES = ("single", "nbdist", "ray")
 BATCH = 64
 WARMUP = 20
+FITS = 3
+# Ray's node may take minutes to start on a loaded machine, for each fit's workers too.
+CHILD_TIMEOUT_S = 1500
 
 
 def lenet() -> Any:
@@ -106,7 +116,7 @@ def noop() -> None:
     pass
 
 
-def child(scenario: str, engine: str, steps: int) -> dict[str, Any]:
+def child(scenario: str, engine: str, steps: int, fits: int) -> dict[str, Any]:
     if engine == "single":
         import torch
 
@@ -125,19 +135,30 @@ def child(scenario: str, engine: str, steps: int) -> dict[str, Any]:
     run_config = train.RunConfig(storage_path=storage.name)
     try:
         if scenario.startswith(("startup", "bare")):
-            cls = train.DataParallelTrainer if scenario == "bare2" else train_torch.TorchTrainer
-            trainer = cls(noop, scaling_config=train.ScalingConfig(num_workers=int(scenario[-1])),
-                          run_config=run_config)
-            start = time.perf_counter()
-            trainer.fit()
-            return {"seconds": time.perf_counter() - start}
+            cls = _bare_trainer(train) if scenario == "bare2" else train_torch.TorchTrainer
+            seconds = []
+            for _ in range(fits):
+                start = time.perf_counter()
+                cls(noop, scaling_config=train.ScalingConfig(num_workers=int(scenario[-1])),
+                    run_config=run_config).fit()
+                seconds.append(time.perf_counter() - start)
+            return {"first_s": seconds[0], "later_s": min(seconds[1:]),
+                    "later_max_s": max(seconds[1:])}
         trainer = train_torch.TorchTrainer(
             lenet_loop, train_loop_config={"train": train.__name__, "steps": steps},
-            scaling_config=train.ScalingConfig(num_workers=2), run_config=run_config)
+            scaling_config=train.ScalingConfig(num_workers=1 if scenario == "lenet1" else 2),
+            run_config=run_config)
         return dict(trainer.fit().metrics)
     finally:
         ray.shutdown()
         storage.cleanup()
+
+
+def _bare_trainer(train: Any) -> Any:
+    """DataParallelTrainer: Ray 2.60 exports it only from its own module."""
+    if hasattr(train, "DataParallelTrainer"):
+        return train.DataParallelTrainer
+    return importlib.import_module(f"{train.__name__}.data_parallel_trainer").DataParallelTrainer
 
 
 def _start_ray(ray: Any) -> None:
@@ -160,30 +181,38 @@ def main() -> None:
     parser.add_argument("--only", default=",".join(SCENARIOS))
     parser.add_argument("--engines", default=",".join(ENGINES))
     parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--fits", type=int, default=FITS, help="fits per start-up scenario")
     parser.add_argument("--json")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print("RESULT " + json.dumps(child(*args.child, args.steps)))
+        print("RESULT " + json.dumps(child(*args.child, args.steps, args.fits)))
         return
-    print(f"cores: {os.cpu_count()}, load average: {os.getloadavg()[0]:.1f}")
+    print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, cores: {os.cpu_count()}, "
+          f"load average: {os.getloadavg()[0]:.1f}", flush=True)
     results: dict[str, dict[str, Any]] = {}
     for scenario in args.only.split(","):
         for engine in args.engines.split(","):
             if (engine == "single") != (scenario == "lenet") and engine == "single":
                 continue
-            results[f"{scenario}/{engine}"] = figures = _run_child(scenario, engine, args.steps)
+            figures = _run_child(scenario, engine, args.steps, args.fits)
+            results[f"{scenario}/{engine}"] = figures
             print(f"{scenario:9} {engine:7} " + "  ".join(
                 f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
                 for k, v in figures.items()), flush=True)
+    print(f"load average at the end: {os.getloadavg()[0]:.1f}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"cores": os.cpu_count(), "results": results}, f, indent=1)
 
 
-def _run_child(scenario: str, engine: str, steps: int) -> dict[str, Any]:
-    out = subprocess.run([sys.executable, __file__, "--steps", str(steps), "--child", scenario,
-                          engine], capture_output=True, text=True, timeout=900)
+def _run_child(scenario: str, engine: str, steps: int, fits: int) -> dict[str, Any]:
+    try:
+        out = subprocess.run([sys.executable, __file__, "--steps", str(steps), "--fits",
+                              str(fits), "--child", scenario, engine],
+                             capture_output=True, text=True, timeout=CHILD_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return {"error": f"did not finish within {CHILD_TIMEOUT_S} s"}
     lines = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]
     if out.returncode or not lines:
         return {"error": (out.stderr or out.stdout)[-300:].strip().replace("\n", " | ")}

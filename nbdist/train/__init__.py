@@ -9,6 +9,7 @@ nbdist's public API only, so it runs the same on ``nbdist.init(backend="ray")``.
     config.py              ScalingConfig, RunConfig, CheckpointConfig, FailureConfig
     context.py             report, get_context, get_checkpoint, get_dataset_shard (in workers)
     worker_group.py        the gang of TrainWorker actors and its start, set-up and kill
+    worker_pool.py         idle workers of clean runs, kept for the driver's next fit()
     controller.py          fit()'s loop: reports, checkpoints, restarts, RunUpdate events
     checkpoint_manager.py  which checkpoints are kept (CheckpointConfig's rules)
     trainer.py             DataParallelTrainer

@@ -9,6 +9,7 @@ worker process, in the worker's own thread that runs the training function.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from .context import TrainContext
 
@@ -25,7 +26,13 @@ class WorkerInfo:
 
 
 class BackendConfig:
-    """No framework: workers run the function as it is (``DataParallelTrainer``'s default)."""
+    """No framework: workers run the function as it is (``DataParallelTrainer``'s default).
+
+    ``reuse_workers``: whether a worker process whose run ended cleanly can serve a later run
+    of the same backend type; ``on_shutdown`` must then undo ``on_start``, and a subclass
+    whose set-up cannot be undone in a live process sets it to False."""
+
+    reuse_workers: ClassVar[bool] = True
 
     def worker_env(self, workers: list[WorkerInfo],
                    contexts: list[TrainContext]) -> list[dict[str, str]]:

@@ -8,8 +8,9 @@ soon as they happen. The first failure ends the attempt: the whole group is kill
 may be blocked in a collective waiting for the dead one), and a new group starts from the
 latest kept checkpoint while ``FailureConfig.max_failures`` allows. Rank 0's reports are the
 run's metrics (and, when ``fit`` runs inside a Tune trial, the trial's reports); each rank's reports are published as ``RunUpdate`` records (``member="rank
-N"``) for the views that follow the run. Whatever ends ``run`` (an interrupt included), the
-group's processes are killed before it returns or raises.
+N"``) for the views that follow the run. Whatever else ends ``run`` (an interrupt included), the
+group's processes are killed before it returns or raises; after a clean run they are released
+(kept idle for the driver's next run, holding no resources: `worker_pool`).
 """
 
 from __future__ import annotations
@@ -103,8 +104,12 @@ class Controller:
 
     def _attempt(self, datasets: Any) -> tuple[dict[int, Any], dict[int, BaseException]]:
         trainer, scaling = self.trainer, self.trainer.scaling_config
+        backend = trainer.backend_config
+        kind = f"{type(backend).__module__}.{type(backend).__qualname__}"
+        reuse = kind if backend.reuse_workers else None
         group = WorkerGroup(self.num_workers, scaling.worker_resources(),
-                            scaling.placement_strategy, self.start_timeout)
+                            scaling.placement_strategy, self.start_timeout, reuse=reuse)
+        clean = False
         try:
             contexts = group.contexts(self.name, os.path.dirname(self.run_dir), scaling.use_gpu)
             values, failed = gather(group.setup_refs(contexts, trainer.backend_config))
@@ -120,9 +125,13 @@ class Controller:
             values, failed = self._follow(group, runs)
             if not failed:
                 _, failed = gather([a.teardown.remote() for a in group.actors])
+                clean = not failed
             return values, failed
         finally:
-            group.kill()
+            if clean:
+                group.release()
+            else:
+                group.kill()
 
     def _follow(self, group: WorkerGroup,
                 runs: list[Any]) -> tuple[dict[int, Any], dict[int, BaseException]]:

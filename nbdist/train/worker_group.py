@@ -1,15 +1,18 @@
 """The gang of worker actors that runs a training function, and its driver-side handle.
 
 The driver (`WorkerGroup`) reserves one bundle per worker all at once in a placement group
-(`reserve_gang`), starts a `TrainWorker` actor in each, and waits a bounded time for every one
-of them to answer: a group starts whole or not at all, because a framework that waits for a missing peer
-(TensorFlow's MultiWorkerMirroredStrategy ignores SIGTERM meanwhile) would otherwise block
-forever. Ranks follow node order so that the workers of a node have neighbouring ranks.
+(`reserve_gang`), gives each bundle a `TrainWorker` actor (started in the bundle, or, for
+CPU-only bundles, an idle worker of an earlier run on the bundle's node: `worker_pool`), and
+waits a bounded time for every one of them to answer: a group starts whole or not at all,
+because a framework that waits for a missing peer (TensorFlow's MultiWorkerMirroredStrategy
+ignores SIGTERM meanwhile) would otherwise block forever. Ranks follow node order so that the
+workers of a node have neighbouring ranks.
 
 A worker actor is threaded (``max_concurrency=2``): ``run`` holds one thread for the whole
 training function while ``poll`` answers the driver's long polls for reports on the other.
-Ending a group is ``nbdist.kill`` of every actor, which SIGKILLs the worker process, so a
-worker blocked in a collective with a dead peer ends too.
+Ending a failed or interrupted group is ``nbdist.kill`` of every actor, which SIGKILLs the
+worker process, so a worker blocked in a collective with a dead peer ends too; a group whose
+run ended cleanly is released instead (`WorkerGroup.release`).
 """
 
 from __future__ import annotations
@@ -18,13 +21,22 @@ import inspect
 import logging
 import os
 import socket
+import time
 from collections.abc import Callable
 from typing import Any
 
 import nbdist
-from nbdist.util.placement_group import placement_group, remove_placement_group
-from nbdist.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+from nbdist.util.placement_group import (
+    placement_group,
+    placement_group_table,
+    remove_placement_group,
+)
+from nbdist.util.scheduling_strategies import (
+    NodeAffinitySchedulingStrategy,
+    PlacementGroupSchedulingStrategy,
+)
 
+from . import worker_pool
 from .backend import BackendConfig, WorkerInfo
 from .context import Report, Session, SessionStart, TrainContext, set_session
 from .errors import WorkerGroupStartError
@@ -42,6 +54,8 @@ class TrainWorker:
         self.rank = rank
         self.backend: BackendConfig | None = None
         self.session: Session | None = None
+        self.started = time.time()
+        self.env_before: dict[str, str | None] = {}
 
     def __repr__(self) -> str:
         # Output lines from this actor are prefixed with its repr: the rank is what reads.
@@ -57,6 +71,7 @@ class TrainWorker:
     def setup(self, rank: int, context: TrainContext, env: dict[str, str],
               backend: BackendConfig) -> None:
         self.rank = rank
+        self.env_before = {name: os.environ.get(name) for name in env}
         os.environ.update(env)
         self.backend = backend
         backend.on_start(context)
@@ -83,8 +98,22 @@ class TrainWorker:
         return self.session.take(timeout)
 
     def teardown(self) -> None:
+        """End the run's framework set-up and forget the run, so that this process can serve
+        another run (see `worker_pool`)."""
         if self.backend is not None:
             self.backend.on_shutdown()
+        self.backend = None
+        self.session = None
+        for name, value in self.env_before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        self.env_before = {}
+
+    def stale_modules(self) -> list[str]:
+        """The user's modules edited since this process started (it must not serve again)."""
+        return worker_pool.modules_changed_after(self.started)
 
 
 def shard(dataset: Any, rank: int, world_size: int) -> Any:
@@ -97,10 +126,10 @@ def shard(dataset: Any, rank: int, world_size: int) -> Any:
 
 
 def reserve_gang(bundle: dict[str, float], count: int, strategy: str,
-                 timeout: float) -> tuple[list[dict[str, Any]], Callable[[], None]]:
-    """Reserve ``count`` bundles at once in a placement group; returns the actor options that
-    place one worker in each, and the function that gives the reservation back. Fails after
-    ``timeout`` s if the cluster cannot hold the whole gang, having reserved nothing."""
+                 timeout: float) -> tuple[Any, list[dict[str, Any]]]:
+    """Reserve ``count`` bundles at once in a placement group; returns the group and the actor
+    options that place one worker in each. Fails after ``timeout`` s if the cluster cannot hold
+    the whole gang, having reserved nothing."""
     group = placement_group([dict(bundle)] * count, strategy=strategy)
     try:
         placed = group.wait(timeout)
@@ -118,20 +147,26 @@ def reserve_gang(bundle: dict[str, float], count: int, strategy: str,
                 "scheduling_strategy": PlacementGroupSchedulingStrategy(
                     group, placement_group_bundle_index=i)}
                for i in range(count)]
-    return options, lambda: remove_placement_group(group)
+    return group, options
 
 
 class WorkerGroup:
-    """The driver's handle on a started group: actors in rank order and where they run."""
+    """The driver's handle on a started group: actors in rank order and where they run.
+
+    ``reuse``: the type name of the run's backend when its workers may serve a later run of
+    the same type (`worker_pool`); they then come from, and go back to, the driver's pool of
+    idle workers, while the placement group still reserves the gang for the run's duration.
+    """
 
     def __init__(self, num_workers: int, bundle: dict[str, float], strategy: str = "PACK",
-                 timeout: float = WORKER_START_TIMEOUT_S) -> None:
+                 timeout: float = WORKER_START_TIMEOUT_S, reuse: str | None = None) -> None:
         check_fits(bundle, num_workers)
-        per_worker, self._release = reserve_gang(bundle, num_workers, strategy, timeout)
-        cls = nbdist.remote(TrainWorker)
-        self.actors = [cls.options(max_concurrency=2, **opts).remote(i)
-                       for i, opts in enumerate(per_worker)]
+        self._group, per_worker = reserve_gang(bundle, num_workers, strategy, timeout)
+        self.reuse = reuse if reuse is not None and worker_pool.enabled(bundle) else None
+        self.actors: list[Any] = []
         try:
+            self.nodes = self._bundle_nodes(num_workers)
+            self._acquire(per_worker)
             self.infos = self._await_start(timeout)
         except BaseException:
             self.kill()
@@ -139,6 +174,33 @@ class WorkerGroup:
         order = sorted(range(num_workers), key=lambda i: (self._node_order(i), i))
         self.actors = [self.actors[i] for i in order]
         self.infos = [self.infos[i] for i in order]
+
+    def _bundle_nodes(self, count: int) -> list[str]:
+        if self.reuse is None:
+            return []
+        placed = placement_group_table(self._group).get("bundles_to_node_id", {})
+        return [str(placed[i]) for i in range(count)]
+
+    def _acquire(self, per_worker: list[dict[str, Any]]) -> None:
+        """One actor per bundle, into ``self.actors`` as each is had (so that a failure or an
+        interrupt midway kills those too): an idle worker of the bundle's node that is still
+        fresh, or a new one."""
+        cls = nbdist.remote(TrainWorker)
+        if self.reuse is None:
+            for i, opts in enumerate(per_worker):
+                self.actors.append(cls.options(max_concurrency=2, **opts).remote(i))
+            return
+        for i, node in enumerate(self.nodes):
+            actor = worker_pool.take(node, self.reuse)
+            if actor is not None:
+                self.actors.append(actor)
+                if _still_fresh(actor):
+                    continue
+                self.actors.pop()
+            self.actors.append(cls.options(
+                max_concurrency=2, num_cpus=0,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
+            ).remote(i))
 
     def _await_start(self, timeout: float) -> list[WorkerInfo]:
         refs = [a.info.remote() for a in self.actors]
@@ -173,6 +235,17 @@ class WorkerGroup:
         return [a.setup.remote(rank, contexts[rank], envs[rank], backend)
                 for rank, a in enumerate(self.actors)]
 
+    def release(self) -> None:
+        """End a group whose workers all tore down cleanly: with reuse, they wait idle for the
+        next run; otherwise they are killed. The reservation is given back either way."""
+        if self.reuse is None:
+            self.kill()
+            return
+        for actor, info in zip(self.actors, self.infos, strict=True):
+            worker_pool.give_back(info.node_id, self.reuse, actor)
+        self.actors = []
+        self._remove_group()
+
     def kill(self) -> None:
         """End every worker process now (SIGKILL), then give the reservation back."""
         for actor in self.actors:
@@ -180,10 +253,31 @@ class WorkerGroup:
                 nbdist.kill(actor)
             except Exception:  # already gone, or the cluster went first
                 logger.debug("kill of %r failed", actor, exc_info=True)
+        self._remove_group()
+
+    def _remove_group(self) -> None:
         try:
-            self._release()
+            remove_placement_group(self._group)
         except Exception:  # the cluster is gone, and the reservation with it
             logger.debug("removing the placement group failed", exc_info=True)
+
+
+def _still_fresh(actor: Any) -> bool:
+    """Whether an idle worker is alive and has no stale module; a stale one is killed."""
+    try:
+        stale = nbdist.get(actor.stale_modules.remote(), timeout=WORKER_START_TIMEOUT_S)
+    except Exception:  # it died while idle (memory pressure, a node lost)
+        logger.debug("an idle training worker is gone", exc_info=True)
+        stale = ["(the worker is gone)"]
+    if stale:
+        logger.info("starting a new training worker rather than reusing one: %s",
+                    ", ".join(stale[:3]))
+        try:
+            nbdist.kill(actor)
+        except Exception:
+            logger.debug("kill of a stale worker failed", exc_info=True)
+        return False
+    return True
 
 
 def check_fits(bundle: dict[str, float], count: int) -> None:

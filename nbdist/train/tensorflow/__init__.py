@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from nbdist.tune.checkpoint import Checkpoint
 
@@ -24,6 +24,10 @@ from ..trainer import DataParallelTrainer
 
 @dataclass
 class TensorflowConfig(BackendConfig):
+    # TensorFlow's collective runtime reads TF_CONFIG once per process: a new group needs
+    # new processes.
+    reuse_workers: ClassVar[bool] = False
+
     def worker_env(self, workers: list[WorkerInfo],
                    contexts: list[TrainContext]) -> list[dict[str, str]]:
         addresses = [f"{w.ip}:{w.port}" for w in workers]
