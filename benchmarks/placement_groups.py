@@ -96,7 +96,8 @@ def main(argv: list[str] | None = None) -> int:
             runs[backend].append(run_side(backend, args.seconds, args.bundles))
     best = {b: {k: max(r[k] for r in rs) for k in rs[0]} for b, rs in runs.items()}
     report: dict[str, Any] = {"bundles": args.bundles, "seconds": args.seconds, "best": best,
-                              "runs": runs, "time": time.time()}
+                              "runs": runs, "time": time.time(),
+                              "load": os.getloadavg()}
     print(f"placement groups ({args.bundles} bundle(s) of 1 CPU), per second, best of 2 runs:")
     print(f"{'':32} {'nbdist':>10} {'Ray 2.60':>10} {'ratio':>7}")
     for key, label in (("groups_per_s", "create + ready + remove"),

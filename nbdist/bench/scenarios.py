@@ -369,14 +369,18 @@ def _init_backend(ray: Any, backend: str) -> None:
     if backend == "ray":
         # The same start-up allowances init(backend="ray") makes on a busy machine: a longer
         # wait for Ray's node agent, and one more try when Ray's fixed 30 s wait runs out.
+        # And the same machine-wide lock: one local Ray node starts at a time.
+        from nbdist.backends.ray.startup import local_start_lock
+
         options = {"num_cpus": NUM_CPUS, "include_dashboard": False,
                    "_system_config": {"agent_register_timeout_ms": 120_000}}
-        try:
-            ray.init(**options)
-        except Exception as exc:
-            if "timed out during startup" not in str(exc):
-                raise
-            ray.init(**options)
+        with local_start_lock():
+            try:
+                ray.init(**options)
+            except Exception as exc:
+                if "timed out during startup" not in str(exc):
+                    raise
+                ray.init(**options)
     elif backend == RAY_BACKEND:
         ray.init(num_cpus=NUM_CPUS, backend="ray")
     else:

@@ -40,38 +40,11 @@ def _ray_leftovers(session_dir: str) -> set[int]:
     return session_pids(os.path.realpath(session_dir), {os.getpid()})
 
 
-# What does not work yet on the Ray backend (issue work in progress): each of these fails there
-# today, and is marked so, with the reason, rather than left out. Remove a line when it passes.
-NOT_YET_ON_RAY = {
-    "test_methods_of_a_concurrency_group_run_beside_each_other":
-        "concurrency groups are not mapped onto Ray's yet",
-    "test_a_call_may_choose_its_concurrency_group": "concurrency groups on Ray",
-    "test_async_concurrency_groups": "concurrency groups on Ray",
-    "test_a_generator_function_streams_its_values": "streaming generators on Ray",
-    "test_ray_only_options_are_accepted": "some accepted options are refused by Ray itself",
-    "test_object_ref_from_bad_bytes_fails_in_the_task_only":
-        "Ray's ObjectRef(bytes) error differs",
-    "test_env_vars_on_tasks_and_actors": "runtime_env on Ray tasks and actors",
-    "test_working_dir_is_shipped_and_is_the_cwd":
-        "Ray takes local folders only in the job-level runtime_env",
-    "test_py_modules_and_setup_hook": "Ray takes local modules only in the job-level runtime_env",
-    "test_list_actors_nodes_workers_objects": "util.state on Ray",
-    "test_as_completed_and_map_unordered": "as_completed on Ray",
-}
-
-
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # After pytest grouped them by backend: the same order, at the end of the run.
     here = os.path.dirname(os.path.abspath(__file__))
     items.sort(key=lambda item: str(item.path).startswith(here + os.sep))
-    for item in items:
-        name = getattr(item, "originalname", item.name)
-        callspec = getattr(item, "callspec", None)
-        on_ray = callspec is not None and callspec.params.get("backend") == "ray"
-        if on_ray and name in NOT_YET_ON_RAY:
-            item.add_marker(pytest.mark.xfail(reason=f"not yet on the Ray backend: "
-                                              f"{NOT_YET_ON_RAY[name]}", strict=False))
 
 
 @pytest.fixture(scope="session", params=BACKENDS)

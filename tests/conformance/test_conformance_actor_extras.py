@@ -108,15 +108,18 @@ class Grouped:
 
 @nbdist.remote(concurrency_groups={"io": 2}, max_concurrency=1)
 class AsyncGrouped:
-    """The default group runs one call at a time: ``open`` runs only beside an io call."""
+    """The default group runs one call at a time: ``open`` runs only beside an io call.
+
+    The gate is a thread-safe event: on Ray each group of an async actor has an event loop
+    thread of its own (nbdist's engine runs all groups on one loop), and an asyncio.Event
+    set from another loop's thread would not wake its waiter."""
 
     def __init__(self):
-        self.event = asyncio.Event()
+        self.event = threading.Event()
 
     @nbdist.method(concurrency_group="io")
     async def wait_io(self):
-        await asyncio.wait_for(self.event.wait(), 60)
-        return True
+        return await asyncio.get_running_loop().run_in_executor(None, self.event.wait, 60)
 
     async def open(self):
         self.event.set()

@@ -17,6 +17,10 @@ What maps to what:
                                Ray's exceptions become nbdist's (errors.translate)
     kill / get_actor           ray.kill / ray.get_actor (+ the class's method table)
     nodes / *_resources        ray.nodes / ray.cluster_resources / ray.available_resources
+    concurrency groups         the class's go to ``ray.remote`` (Ray refuses them in
+                               ``.options``), a method's and a call's to Ray's method options
+    runtime_env                env_vars and what Ray builds go to Ray; local working_dir and
+                               py_modules are shipped by nbdist (runtime_env.py)
 
 Events (driver only): the driver publishes what it does itself — TaskSubmitted (dependencies,
 returns, actor, submitter tag), ObjectCreated for puts, WaitBegun/WaitProgress/WaitDone,
@@ -44,10 +48,11 @@ from nbdist import events as ev
 from nbdist.backends.base import current, set_backend
 from nbdist.backends.ray import generators, worker
 from nbdist.backends.ray.errors import RetryableTaskFailure, translate
-from nbdist.backends.ray.generators import RayObjectRefGenerator
+from nbdist.backends.ray.generators import ObjectRefGenerator as RayObjectRefGenerator
 from nbdist.backends.ray.groups import RayGroups
 from nbdist.backends.ray.refs import ObjectRef as RayRef
 from nbdist.backends.ray.refs import RayActorHandle, wrap
+from nbdist.backends.ray.runtime_env import ShippedFunction, Shipper, host_class, task_function
 from nbdist.driver import options as compat
 from nbdist.driver.actor import ActorHandle
 from nbdist.driver.context import ContextNames
@@ -63,10 +68,15 @@ PROGRESS_STEPS = 20  # WaitProgress events of a get of many refs
 AGENT_START_TIMEOUT_MS = 120_000
 # Ray keeps values up to this size in the owner's memory rather than in shared memory.
 RAY_INLINE_MAX = 100 * 1024
+# Ray 2.60 has no ``_metadata`` option: what a program computes does not depend on it, so it
+# stays on nbdist's side (checked there) and does not reach Ray.
+_RAY_TASK = tuple(n for n in compat.RAY_TASK if n not in ("_metadata", "runtime_env"))
+_RAY_ACTOR = tuple(n for n in compat.RAY_ACTOR if n not in ("_metadata", "runtime_env"))
 _ACTOR_OPTION_NAMES = ("num_cpus", "num_gpus", "resources", "memory", "accelerator_type",
                        "max_restarts", "max_task_retries", "max_concurrency", "name",
-                       "namespace", "lifetime", "get_if_exists",
-                       "concurrency_groups") + compat.RAY_ACTOR
+                       "namespace", "lifetime", "get_if_exists") + _RAY_ACTOR
+# Options that change the Ray function or class nbdist exports, beyond those in the key.
+_EXPORT_KEYED = frozenset(_RAY_TASK + ("runtime_env", "concurrency_groups"))
 
 
 def import_ray() -> Any:
@@ -87,7 +97,7 @@ class RayBackend:
         self.group_ops = RayGroups()  # placement groups: Ray's own (nbdist.driver.groups)
         self.driver = mode == "driver"
         self._fns: dict[tuple, Any] = {}
-        self._hosts: dict[int, Any] = {}
+        self._hosts: dict[tuple, Any] = {}
         self._lock = threading.Lock()
         self._by_tag: dict[str, dict[str, Any]] = {}
         self._tag_of: dict[str, str] = {}
@@ -100,6 +110,7 @@ class RayBackend:
         self.node_id = ""
         self.worker_id = ""
         self.pump: Any = None
+        self.shipper = Shipper("")
         self.poller: Any = None
         self.guard: Any = None
 
@@ -139,6 +150,8 @@ class RayBackend:
             key += (rf._options.get("_generator_backpressure_num_objects"),)
         if rf._strategy is not None or "accelerator_type" in rf._options:
             key += (rf._strategy, rf._options.get("accelerator_type"))
+        if rf._options.keys() & _EXPORT_KEYED:
+            key += _export_key(rf._options)
         fn = self._fns.get(key)
         if fn is None:
             fn = self._fns[key] = self._export(rf)
@@ -173,12 +186,17 @@ class RayBackend:
             "retry_exceptions": [RetryableTaskFailure] if retry_spec else False,
         }
         for name in ("num_cpus", "num_gpus", "resources", "memory", "name", "accelerator_type",
-                     "_generator_backpressure_num_objects") + compat.RAY_TASK:
+                     "_generator_backpressure_num_objects") + _RAY_TASK:
             if opts.get(name) is not None:
                 ray_opts[name] = opts[name]
         if rf._strategy is not None:
             ray_opts["scheduling_strategy"] = to_ray_strategy(rf._strategy)
-        return ray.remote(**ray_opts)(fn)
+        ray_env, shipped = self.shipper.split(opts.get("runtime_env"))
+        if ray_env is not None:
+            ray_opts["runtime_env"] = ray_env
+        if shipped is None:
+            return ray.remote(**ray_opts)(fn)
+        return ShippedFunction(ray.remote(**ray_opts)(task_function(fn)), shipped)
 
     def _submitted(self, out: Any, name: str, deps: list[str], tag: str | None,
                    parent: str | None, actor: str | None) -> None:
@@ -215,18 +233,29 @@ class RayBackend:
     # ------------------------------------------------------------------ actors
     def create_actor(self, ac: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
         ray = import_ray()
-        host = self._hosts.get(ac._fid)
+        ray_env, shipped = self.shipper.split(ac._options.get("runtime_env"))
+        groups = ac._options.get("concurrency_groups") or None
+        key = (ac._fid, shipped is not None, repr(groups) if groups else "")
+        host = self._hosts.get(key)
         if host is None:
             _mirror_pickle_by_value()
-            host = self._hosts[ac._fid] = ray.remote(
-                generators.make_host_class(ac._cls, ac._methods, use_in_worker))
+            cls = generators.make_host_class(ac._cls, ac._methods, use_in_worker)
+            if shipped is not None:
+                cls = host_class(cls)
+            # Ray takes concurrency groups only where the actor class is made.
+            host = self._hosts[key] = (ray.remote(concurrency_groups=groups)(cls) if groups
+                                       else ray.remote(cls))
         opts = {k: ac._options[k] for k in _ACTOR_OPTION_NAMES
                 if ac._options.get(k) is not None}
+        if ray_env is not None:
+            opts["runtime_env"] = ray_env
         strategy = strategy_of(ac._options)
         if strategy is not None:
             opts["scheduling_strategy"] = to_ray_strategy(strategy)
         tag, _ = self._context()
         a, kw = _unwrap_args(args, kwargs, [])
+        if shipped is not None:
+            a.insert(0, shipped)
         try:
             ray_handle = host.options(**opts).remote(tag, *a, **kw)
         except ValueError:
@@ -264,6 +293,9 @@ class RayBackend:
         import ray
 
         ray.kill(_ray_handle(handle), no_restart=no_restart)
+        if self.driver and no_restart:
+            ev.publish(ev.ActorDied(time.time(), str(handle._actor_id),
+                                    "it was killed with nbdist.kill()"))
 
     def get_actor(self, name: str, namespace: str | None) -> RayActorHandle:
         import ray
@@ -570,6 +602,11 @@ def _submit_error(exc: Exception, what: str) -> BaseException:
             " Values sent to tasks and actors must be picklable; create such objects inside "
             "the task instead, or pass what is needed to build them.")
     return translate(exc)
+
+
+def _export_key(opts: dict[str, Any]) -> tuple:
+    """The options in ``_EXPORT_KEYED``, as part of the key of the exported Ray function."""
+    return tuple(sorted((k, repr(opts[k])) for k in opts.keys() & _EXPORT_KEYED))
 
 
 def _size_hint(value: Any) -> int:

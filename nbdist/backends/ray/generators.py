@@ -5,8 +5,8 @@ function wraps the user's generator (`stream`, `stream_async`): each step runs w
 call's output captured, as `worker.run_call` does for a whole call, and an exception
 becomes a TaskFailure, which Ray stores as the next item (so ``get`` raises at the item where
 the generator raised). What ``.remote()`` returns, a ``ray.ObjectRefGenerator``, is wrapped in
-`RayObjectRefGenerator`: an nbdist `ObjectRefGenerator` yielding nbdist refs, which ``wait``
-and ``cancel`` hand back to Ray as the generator itself.
+`ObjectRefGenerator` here: a subclass of nbdist's `ObjectRefGenerator` (named like it) yielding
+nbdist refs, which ``wait`` and ``cancel`` hand back to Ray as the generator itself.
 
 ``num_returns="dynamic"`` runs as one Ray return whose value is nbdist's
 `DynamicObjectRefGenerator` over refs the task ``ray.put``; Ray's own dynamic generators are
@@ -23,7 +23,8 @@ from typing import Any
 from nbdist.backends.ray import worker
 from nbdist.backends.ray.errors import translate
 from nbdist.backends.ray.refs import ObjectRef as RayRef
-from nbdist.driver.generators import DynamicObjectRefGenerator, ObjectRefGenerator
+from nbdist.driver.generators import DynamicObjectRefGenerator
+from nbdist.driver.generators import ObjectRefGenerator as EngineGenerator
 
 
 def _start(fn: Any, name: str, tag: str | None, args: Any, kwargs: Any,
@@ -136,8 +137,9 @@ def host_method(method: str, task_name: str, fn: Any) -> Any:
     return call
 
 
-class RayObjectRefGenerator(ObjectRefGenerator):
-    """A ``ray.ObjectRefGenerator``, yielding nbdist refs."""
+class ObjectRefGenerator(EngineGenerator):
+    """A ``ray.ObjectRefGenerator``, yielding nbdist refs; named like the engine's (and Ray's)
+    type, as `refs.ObjectRef` is."""
 
     def __init__(self, gen: Any) -> None:  # (not the engine's: Ray keeps the state)
         self._gen = gen

@@ -5,15 +5,20 @@ driver-side sink that workers send output and records to.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import logging
 import os
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from nbdist import events as ev
 from nbdist.backends.ray import worker
 from nbdist.backends.ray.backend import AGENT_START_TIMEOUT_MS, RayBackend, import_ray
+from nbdist.backends.ray.runtime_env import Shipper
 from nbdist.exceptions import ClusterError
 
 log = logging.getLogger("nbdist.backends.ray.backend")
@@ -49,19 +54,21 @@ def start(address: str | None, init_kwargs: dict[str, Any], namespace: str | Non
         system = dict(kwargs.get("_system_config") or {})
         system.setdefault("agent_register_timeout_ms", AGENT_START_TIMEOUT_MS)
         kwargs["_system_config"] = system
-    try:
-        info = ray.init(address=address, namespace=namespace, log_to_driver=log_to_driver,
-                        **kwargs)
-    except Exception as exc:
-        if address != "local" or "timed out during startup" not in str(exc):
-            raise
-        # Ray gives a new local node a fixed 30 s to register; on an overloaded machine that
-        # can run out although nothing is wrong. Ray has cleaned up; one more try.
-        log.warning("nbdist: Ray's local start timed out (%s); trying once more", exc)
-        info = ray.init(address=address, namespace=namespace, log_to_driver=log_to_driver,
-                        **kwargs)
+    with local_start_lock() if address == "local" else contextlib.nullcontext():
+        try:
+            info = ray.init(address=address, namespace=namespace,
+                            log_to_driver=log_to_driver, **kwargs)
+        except Exception as exc:
+            if address != "local" or "timed out during startup" not in str(exc):
+                raise
+            # Ray gives a new local node a fixed 30 s to register; on an overloaded machine
+            # that can run out although nothing is wrong. Ray has cleaned up; one more try.
+            log.warning("nbdist: Ray's local start timed out (%s); trying once more", exc)
+            info = ray.init(address=address, namespace=namespace,
+                            log_to_driver=log_to_driver, **kwargs)
     backend.owns_ray = True
     details = dict(getattr(info, "address_info", None) or {})
+    backend.shipper = Shipper(details.get("session_dir", ""))
     try:
         if address == "local" and details.get("session_dir"):
             backend.guard = _start_guard(details["session_dir"])
@@ -78,6 +85,21 @@ def start(address: str | None, init_kwargs: dict[str, Any], namespace: str | Non
         "namespace": ctx.namespace,
         "job_id": ctx.get_job_id(),
     }
+
+
+@contextlib.contextmanager
+def local_start_lock() -> Iterator[None]:
+    """Held while a new local Ray node starts: one at a time on this machine. A node's start
+    (GCS, raylet, agents: a dozen Python processes) takes most of two cores for seconds, and
+    Ray gives each part a fixed time; two notebooks (or test runs) starting Ray at once on a
+    small machine starved each other until both timed out."""
+    path = os.path.join(tempfile.gettempdir(), "nbdist-ray-start.lock")
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def _start_guard(session_dir: str) -> Any:
