@@ -48,6 +48,7 @@ __all__ = [
     "SerializationError",
     "RuntimeNotInitializedError",
     "ClusterError",
+    "StepModeUnavailable",
     "RayError",
     "RayTaskError",
     "RayActorError",
@@ -221,6 +222,10 @@ class RuntimeNotInitializedError(NbdistError, RuntimeError):
 
 class ClusterError(NbdistError, RuntimeError):
     """The cluster's processes could not be started or were lost."""
+
+
+class StepModeUnavailable(NbdistError):
+    """Step-through mode needs nbdist's own engine (this session runs on another backend)."""
 
 
 # Ray's names, so `except ray.exceptions.RayTaskError` style code keeps working.

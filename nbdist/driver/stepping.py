@@ -17,7 +17,9 @@ while the mode is on (not over direct links), so the node can hold them too.
 
 The node publishes ``task_held`` and ``step_mode`` records on the event stream: that is how
 the panel draws held tasks. Nothing is held while the mode is off; the node tests one set per
-task. Only nbdist's own engine has the mode: on ``backend="ray"`` these raise.
+task. Only nbdist's own engine has the mode: on ``backend="ray"`` these raise
+`StepModeUnavailable` (the ``%nbdist step`` magics print that and go on, so a teaching notebook
+that steps still runs there, each task as it is submitted).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from typing import Any
 from nbdist.backends.base import current
 from nbdist.backends.local import LocalBackend
 from nbdist.driver import runtime
-from nbdist.exceptions import NbdistError
+from nbdist.exceptions import NbdistError, StepModeUnavailable
 from nbdist.ids import hex_id
 from nbdist.wire import protocol as P
 
@@ -51,7 +53,7 @@ class StepStatus:
 
 def _client() -> runtime.CoreClient:
     if not isinstance(current.backend, LocalBackend):
-        raise NbdistError(
+        raise StepModeUnavailable(
             "Step-through mode is a feature of nbdist's own engine; this session runs on "
             "backend='ray'. Call nbdist.init() (the default backend) to use step_mode().")
     client = runtime.current()

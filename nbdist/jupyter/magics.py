@@ -92,7 +92,16 @@ def _nbdist_parser() -> _Parser:
 
 
 def _step(what: str) -> None:
-    """``%nbdist step ...``: a thin layer over `nbdist.step_mode` and `nbdist.step`."""
+    """``%nbdist step ...``: a thin layer over `nbdist.step_mode` and `nbdist.step`. Where the
+    backend has no step mode (Ray) it says so and lets the notebook go on: the tasks then run
+    as they are submitted, and the notebook's results stay the same."""
+    try:
+        _step_or_raise(what)
+    except nbdist.exceptions.StepModeUnavailable as exc:
+        print(f"{exc} Here the tasks run as they are submitted.")
+
+
+def _step_or_raise(what: str) -> None:
     if what == "on":
         nbdist.step_mode(True)
         print("step-through mode on: each task waits before it runs; %nbdist step releases "

@@ -159,7 +159,7 @@ class RayBackend:
         deps: list[str] = []
         a, kw = _unwrap_args(args, kwargs, deps)
         try:
-            out = fn.remote(tag, *a, **kw)
+            out = fn.remote(*a, **kw)  # (no tag: see worker.py)
         except Exception as exc:
             raise _submit_error(exc, f"task {rf._task_name!r}") from None
         if rf._nret == "streaming":
@@ -209,6 +209,9 @@ class RayBackend:
             if sink is not None:
                 worker.outbox.add(sink, ("sub", task_hex, name, tuple(deps), returns, parent,
                                          actor, tag, time.time()))
+                # Now, not with the next batch: the driver tags the nested task's output from
+                # this record, which must come before the task itself can print.
+                worker.outbox.send(wait=False)
             return
         ev.publish(ev.TaskSubmitted(time.time(), task_hex, name, tuple(deps), returns, None,
                                     actor, tag))
@@ -278,8 +281,7 @@ class RayBackend:
         deps: list[str] = []
         a, kw = _unwrap_args(args, kwargs, deps)
         try:
-            out = (call.remote(tag, *a, **kw) if direct
-                   else call.remote(tag, method, *a, **kw))
+            out = call.remote(*a, **kw) if direct else call.remote(method, *a, **kw)
         except Exception as exc:
             raise _submit_error(exc, f"actor method {task_name!r}") from None
         if type(nret) is not int and nret != "dynamic":
@@ -473,9 +475,14 @@ class RayBackend:
         for record in records:
             if record[0] == "out":
                 _, task_hex, name, pid, stream, line, tag, t = record
+                tag = tag or self._tag_of.get(task_hex)
                 lines.append(ev.Output(t, task_hex, name, pid, stream, line, tag))
             elif record[0] == "sub":
                 _, task_hex, name, deps, returns, parent, actor, tag, t = record
+                tag = tag or (self._tag_of.get(parent) if parent else None)
+                if tag is not None:  # its output and its own nested tasks go there too
+                    with self._lock:
+                        self._tag_of[task_hex] = tag
                 ev.publish(ev.TaskSubmitted(t, task_hex, name, deps, returns, parent, actor,
                                             tag))
                 if self.poller is not None:

@@ -103,13 +103,13 @@ def dynamic(fn: Any, name: str, tag: str | None, args: Any, kwargs: Any,
 def make_task_function(fn: Any, name: str, kind: str, setup: Any) -> Any:
     """The function Ray runs for a generator task (`worker.make_task_function`'s twin)."""
     if kind == "dynamic":
-        def run_dynamic(nbdist_tag: str | None, *args: Any, **kwargs: Any) -> Any:
-            return dynamic(fn, name, nbdist_tag, args, kwargs, setup)
+        def run_dynamic(*args: Any, **kwargs: Any) -> Any:
+            return dynamic(fn, name, None, args, kwargs, setup)
 
         run: Any = run_dynamic
     else:
-        def run_stream(nbdist_tag: str | None, *args: Any, **kwargs: Any) -> Any:
-            yield from stream(fn, name, nbdist_tag, args, kwargs, setup)
+        def run_stream(*args: Any, **kwargs: Any) -> Any:
+            yield from stream(fn, name, None, args, kwargs, setup)
 
         run = run_stream
     run.__name__ = run.__qualname__ = name
@@ -120,16 +120,15 @@ def make_task_function(fn: Any, name: str, kind: str, setup: Any) -> Any:
 def host_method(method: str, task_name: str, fn: Any) -> Any:
     """The host's method for the user's generator method ``method`` (a Ray generator)."""
     if inspect.isasyncgenfunction(fn):
-        async def call_async(self: Any, nbdist_tag: str | None, *args: Any,
-                             **kwargs: Any) -> Any:
+        async def call_async(self: Any, *args: Any, **kwargs: Any) -> Any:
             async for value in stream_async(getattr(self._nbdist_obj, method), task_name,
-                                            nbdist_tag, args, kwargs, self._nbdist_setup):
+                                            None, args, kwargs, self._nbdist_setup):
                 yield value
 
         call: Any = call_async
     else:
-        def call_sync(self: Any, nbdist_tag: str | None, *args: Any, **kwargs: Any) -> Any:
-            yield from stream(getattr(self._nbdist_obj, method), task_name, nbdist_tag, args,
+        def call_sync(self: Any, *args: Any, **kwargs: Any) -> Any:
+            yield from stream(getattr(self._nbdist_obj, method), task_name, None, args,
                               kwargs, self._nbdist_setup)
 
         call = call_sync

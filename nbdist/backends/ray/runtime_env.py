@@ -176,24 +176,23 @@ class ShippedFunction:
         self.fn = fn
         self.spec = spec
 
-    def remote(self, tag: Any, *args: Any, **kwargs: Any) -> Any:
-        return self.fn.remote(tag, self.spec, *args, **kwargs)
+    def remote(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn.remote(self.spec, *args, **kwargs)
 
 
 def task_function(run: Any) -> Any:
-    """``run`` (a task wrapper taking the tag first) taking a `Shipped` spec after the tag."""
+    """``run`` (a task wrapper) taking a `Shipped` spec first."""
 
     if inspect.isgeneratorfunction(run):
-        def shipped_gen(nbdist_tag: Any, nbdist_env: Shipped, *args: Any,
-                        **kwargs: Any) -> Any:
+        def shipped_gen(nbdist_env: Shipped, *args: Any, **kwargs: Any) -> Any:
             apply(nbdist_env)
-            yield from run(nbdist_tag, *args, **kwargs)
+            yield from run(*args, **kwargs)
 
         out: Any = shipped_gen
     else:
-        def shipped(nbdist_tag: Any, nbdist_env: Shipped, *args: Any, **kwargs: Any) -> Any:
+        def shipped(nbdist_env: Shipped, *args: Any, **kwargs: Any) -> Any:
             apply(nbdist_env)
-            return run(nbdist_tag, *args, **kwargs)
+            return run(*args, **kwargs)
 
         out = shipped
     out.__name__ = out.__qualname__ = run.__name__

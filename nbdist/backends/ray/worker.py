@@ -2,9 +2,12 @@
 
 Every nbdist task runs as a Ray task whose function is `make_task_function`'s wrapper around
 the user's function; every nbdist actor is a Ray actor of a subclass of `SyncHost` or
-`AsyncHost` that holds the user's object and runs its methods through ``nbdist_call``. The
-first argument of each call is its submitter tag: the notebook cell that caused the work
-(nested tasks inherit it), None in scripts. Where output goes for the driver (sink.py: the
+`AsyncHost` that holds the user's object and runs its methods through ``nbdist_call``. A call
+carries no submitter tag (the notebook cell that caused the work): one more argument cost a
+quarter of Ray's small actor calls per second. The driver knows the tag of every task it
+submitted and learns those of nested tasks from their submission records, so it tags the
+output records (which name their task) itself; only an actor's constructor takes the tag, once.
+Where output goes for the driver (sink.py: the
 driver's own server as ``(address, secret)``, or, through Ray Client, a named Ray actor) is the
 same for every call of a job, so the driver puts it in Ray's internal key-value store and each
 worker reads it once (`job_sink`), rather than each call carrying it: an argument Ray must
@@ -385,8 +388,8 @@ def make_task_function(fn: Any, name: str, retry: Any, setup: Any) -> Any:
     """The function Ray runs for the nbdist task ``fn`` (named like it in Ray's views);
     ``setup`` (`backend.use_in_worker`, pickled by reference) installs nbdist in a worker."""
 
-    def run(nbdist_tag: str | None, *args: Any, **kwargs: Any) -> Any:
-        return run_call(fn, name, retry, nbdist_tag, args, kwargs, setup)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        return run_call(fn, name, retry, None, args, kwargs, setup)
 
     run.__name__ = run.__qualname__ = name
     run.__doc__ = fn.__doc__
@@ -400,7 +403,7 @@ class SyncHost:
     """A Ray actor holding one nbdist actor object (``_nbdist_class``, set per subclass).
 
     Each of the user's public methods is a method of the host of the same name (see
-    `make_host_class`), so a call is ``handle.m.remote(tag, *args)``: Ray names the task
+    `make_host_class`), so a call is ``handle.m.remote(*args)``: Ray names the task
     ``Class.m`` itself and no per-call ``options`` or method-name argument is needed (both
     cost Ray time on every call). Other names go through ``nbdist_call``."""
 
@@ -416,10 +419,9 @@ class SyncHost:
     def _nbdist_setup() -> None:
         raise NotImplementedError  # set per subclass: `backend.use_in_worker`
 
-    def nbdist_call(self, nbdist_tag: str | None, method: str, *args: Any,
-                    **kwargs: Any) -> Any:
+    def nbdist_call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         return run_call(getattr(self._nbdist_obj, method), f"{self._nbdist_name}.{method}",
-                        False, nbdist_tag, args, kwargs, self._nbdist_setup)
+                        False, None, args, kwargs, self._nbdist_setup)
 
     def nbdist_meta(self) -> tuple[str, dict[str, tuple[int, bool]]]:
         return self._nbdist_name, self._nbdist_methods
@@ -428,10 +430,9 @@ class SyncHost:
 class AsyncHost(SyncHost):
     """The host of an actor with ``async def`` methods: calls run as coroutines."""
 
-    async def nbdist_call(self, nbdist_tag: str | None, method: str,
-                          *args: Any, **kwargs: Any) -> Any:
+    async def nbdist_call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         return await run_call_async(getattr(self._nbdist_obj, method),
-                                    f"{self._nbdist_name}.{method}", nbdist_tag, args, kwargs,
+                                    f"{self._nbdist_name}.{method}", None, args, kwargs,
                                     self._nbdist_setup)
 
 
@@ -442,15 +443,14 @@ def direct_method(name: str) -> bool:
 
 def _host_method(method: str, task_name: str, is_async: bool) -> Any:
     if is_async:
-        async def call_async(self: Any, nbdist_tag: str | None, *args: Any,
-                             **kwargs: Any) -> Any:
+        async def call_async(self: Any, *args: Any, **kwargs: Any) -> Any:
             return await run_call_async(getattr(self._nbdist_obj, method), task_name,
-                                        nbdist_tag, args, kwargs, self._nbdist_setup)
+                                        None, args, kwargs, self._nbdist_setup)
 
         call: Any = call_async
     else:
-        def call_sync(self: Any, nbdist_tag: str | None, *args: Any, **kwargs: Any) -> Any:
-            return run_call(getattr(self._nbdist_obj, method), task_name, False, nbdist_tag,
+        def call_sync(self: Any, *args: Any, **kwargs: Any) -> Any:
+            return run_call(getattr(self._nbdist_obj, method), task_name, False, None,
                             args, kwargs, self._nbdist_setup)
 
         call = call_sync
