@@ -132,8 +132,9 @@ def test_control_level_and_run_while_blocked(kernel: KernelSession) -> None:
                          "root = add.remote(add.remote(leaves[0], leaves[1]),"
                          " add.remote(leaves[2], leaves[3]))\n"
                          "print('root', nbdist.get(root))")
-    poll(lambda: control(kernel, "level")["released"] == 4, timeout=30,
-         what="the four leaves released as one level")
+    # ("on" again releases nothing: it reads how many are held, until the cell made all 4.)
+    poll(lambda: control(kernel, "on")["held"] == 4, timeout=30, what="the four leaves held")
+    assert control(kernel, "level")["released"] == 4
     reply = control(kernel, "run")
     assert reply["status"] == "ok" and reply["on"] is False
     kernel.reply(cell, timeout=30)
