@@ -21,10 +21,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
-import sys
 import time
 from typing import Any
+
+from sides import run_child
 
 CHILD = r"""
 import json, statistics, sys, time
@@ -82,19 +82,8 @@ print("RESULT " + json.dumps(out), flush=True)
 """
 
 
-def run_side(backend: str, items: int, firsts: int, starts: int = 3) -> dict[str, float]:
-    env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
-    for _ in range(starts):
-        done = subprocess.run([sys.executable, "-c", CHILD, backend, str(items), str(firsts)],
-                              capture_output=True, text=True, timeout=1200, env=env)
-        for line in done.stdout.splitlines():
-            if line.startswith("RESULT "):
-                result: dict[str, float] = json.loads(line[7:])
-                return result
-        # On a loaded machine Ray's raylet can give up waiting for its agents: start again.
-        if "timed out during startup" not in done.stderr:
-            break
-    raise RuntimeError(f"the {backend} side failed:\n{done.stderr[-3000:]}")
+def run_side(backend: str, items: int, firsts: int) -> dict[str, float]:
+    return run_child(CHILD, backend, items, firsts, timeout=1200)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,10 +16,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
-import sys
 import time
 from typing import Any
+
+from sides import run_child
 
 CHILD = r"""
 import json, sys, time
@@ -69,19 +69,8 @@ print("RESULT " + json.dumps(out), flush=True)
 """
 
 
-def run_side(backend: str, seconds: float, bundles: int, starts: int = 3) -> dict[str, float]:
-    env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
-    for _ in range(starts):
-        done = subprocess.run([sys.executable, "-c", CHILD, backend, str(seconds), str(bundles)],
-                              capture_output=True, text=True, timeout=600, env=env)
-        for line in done.stdout.splitlines():
-            if line.startswith("RESULT "):
-                result: dict[str, float] = json.loads(line[7:])
-                return result
-        # On a loaded machine Ray's raylet can give up waiting for its agents: start again.
-        if "timed out during startup" not in done.stderr:
-            break
-    raise RuntimeError(f"the {backend} side failed:\n{done.stderr[-3000:]}")
+def run_side(backend: str, seconds: float, bundles: int) -> dict[str, float]:
+    return run_child(CHILD, backend, seconds, bundles, timeout=600)
 
 
 def main(argv: list[str] | None = None) -> int:
