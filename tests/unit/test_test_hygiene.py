@@ -242,3 +242,15 @@ def test_a_while_loop_without_the_clock_is_fine(tmp_path: Path) -> None:
             while todo:
                 todo.pop()
     """) == []
+
+
+def test_test_modules_have_names_of_their_own() -> None:
+    """The test folders are not packages: pytest imports each test module by its file name,
+    so two files of one name in two folders stop the whole run at collection."""
+    seen: dict[str, Path] = {}
+    twins = []
+    for path in sorted(TESTS.rglob("test_*.py")):
+        if path.name in seen:
+            twins.append(f"{seen[path.name].relative_to(TESTS)} and {path.relative_to(TESTS)}")
+        seen.setdefault(path.name, path)
+    assert not twins, "test files share a name: " + "; ".join(twins)
