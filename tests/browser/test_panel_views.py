@@ -11,8 +11,8 @@ of the panel go to test-artifacts/browser/default-split-*.png.
 
 from __future__ import annotations
 
+import json
 import math
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -63,7 +63,7 @@ def run_teaching_notebook(nb: NotebookPage, lab: LabServer, name: str) -> None:
     """
     while OPEN:
         close_notebook(nb, OPEN[-1])
-    shutil.copy(NOTEBOOKS / name, lab.root / name)
+    copy_without(NOTEBOOKS / name, lab.root / name, DROPPED.get(name, ()))
     OPEN.append(name)
     nb.evaluate("window.jupyterapp.shell.activateById(nb.id);")
     nb.page.evaluate("(path) => window.jupyterapp.commands.execute('docmanager:open', {path})",
@@ -76,6 +76,35 @@ def run_teaching_notebook(nb: NotebookPage, lab: LabServer, name: str) -> None:
     ok = nb.evaluate("return await window.jupyterapp.commands.execute("
                      "'notebook:run-all-cells');", name)
     assert ok is True, f"{name} failed"
+
+
+# What these views measure is the graph a notebook's core draws at the panel's default split:
+# tens to hundreds of tasks. The sections below make thousands of tasks (the panel then groups
+# them: tests/browser/test_panel_numbers.py), step (test_panel_step_mode.py) or kill processes;
+# the notebook tests run them (tests/notebooks), and these copies leave them out.
+DROPPED = {
+    "02-tasks.ipynb": ("## Step through the tree", "## Tasks that wait together",
+                       "## 100,000 tiny tasks", "## `get` in a loop"),
+    "03-objects.ipynb": ("## A task graph of numpy arrays",),
+    "04-actors.ipynb": ("## Four counters", "## A simulation", "## Async and threaded",
+                        "## Named actors", "## When a process dies"),
+}
+
+
+def copy_without(src: Path, dst: Path, sections: tuple[str, ...]) -> None:
+    """Copy the notebook ``src`` to ``dst`` without the ``## `` sections whose headings start
+    with one of ``sections`` (a section runs to the next ``## `` heading)."""
+    nb = json.loads(src.read_text(encoding="utf-8"))
+    kept, dropping = [], False
+    for cell in nb["cells"]:
+        text = "".join(cell["source"])
+        if cell["cell_type"] == "markdown" and text.startswith("## "):
+            dropping = text.startswith(sections)
+        if not dropping:
+            kept.append(cell)
+    assert len(kept) < len(nb["cells"]) or not sections, f"no section of {sections} in {src}"
+    nb["cells"] = kept
+    dst.write_text(json.dumps(nb), encoding="utf-8")
 
 
 def close_notebook(nb: NotebookPage, name: str) -> None:
