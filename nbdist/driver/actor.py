@@ -162,12 +162,16 @@ class ActorHandle:
         self._class_name = class_name
         self._methods = methods
         client = current.client
+        # The client the hold was taken on: a handle of an earlier cluster, dropped after a new
+        # init, must not release the new cluster's actor that happens to have the same id.
+        self._held_on = client
         if client is not None:
             client._hold(actor_id, _add)
 
     def __del__(self) -> None:
         client = current.client
-        if client is not None:
+        held_on: object = self.__dict__.get("_held_on")
+        if client is not None and held_on is client:
             client._release(self._actor_id)
 
     def __getattr__(self, name: str) -> Any:

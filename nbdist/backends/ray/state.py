@@ -46,7 +46,8 @@ POLL_INTERVAL_S = 1.0
 # polling (the GCS's answer included) takes at most this share of the time. Reading every
 # second whatever it cost, with tens of thousands of tasks in the table, took a quarter of
 # the actor calls a driver made per second on 2 cores (0.51–0.60 of Ray against 0.68–0.81).
-MAX_POLL_SHARE = 0.05
+MAX_POLL_SHARE = 0.1
+MAX_POLL_GAP_S = 5.0  # but a task's end still shows within seconds (util.state, the panel)
 PID_GRACE_S = 5.0  # how long an ended task waits for its worker's own report (node, pid)
 MAX_ENDED = 200_000
 _TASK_ERROR_RE = re.compile(r"(\w+) in task '")
@@ -93,7 +94,8 @@ class StatePoller:
             began = time.monotonic()
             try:
                 self.poll()
-                gap = max(POLL_INTERVAL_S, (time.monotonic() - began) / MAX_POLL_SHARE)
+                took = time.monotonic() - began
+                gap = min(MAX_POLL_GAP_S, max(POLL_INTERVAL_S, took / MAX_POLL_SHARE))
             except Exception:
                 if self._stop.is_set():
                     return
