@@ -269,12 +269,18 @@ def _resources_dir(client: Any) -> str:
 
 def _unpack(client: Any, oid: int, digest: str, base: str) -> str:
     """The package's folder on this node, unpacked by the first worker that needs it."""
+    from nbdist.objects.refs import ObjectRef
+
+    return unpack_once(base, digest, lambda: client.get([ObjectRef(oid)], 300.0)[0])
+
+
+def unpack_once(base: str, digest: str, fetch: Any) -> str:
+    """``base/digest``, the package's folder: unpacked from the zip ``fetch()`` returns by the
+    first worker of this node that needs it (both backends)."""
     target = os.path.join(base, digest)
     if os.path.isdir(target):
         return target
-    from nbdist.objects.refs import ObjectRef
-
-    data = client.get([ObjectRef(oid)], 300.0)[0]
+    data = fetch()
     os.makedirs(base, mode=0o700, exist_ok=True)
     tmp = f"{target}.tmp-{os.getpid()}"
     with zipfile.ZipFile(io.BytesIO(data)) as zf:

@@ -28,13 +28,10 @@ from __future__ import annotations
 import hashlib
 import importlib
 import inspect
-import io
 import json
 import os
-import shutil
 import sys
 import tempfile
-import zipfile
 from dataclasses import dataclass
 from typing import Any
 
@@ -154,19 +151,7 @@ def _unpack(root: str, digest: str, ref: Any) -> str:
     """The package's folder on this node, unpacked by the first worker that needs it."""
     import ray
 
-    target = os.path.join(root, digest)
-    if os.path.isdir(target):
-        return target
-    data = ray.get(ref)
-    os.makedirs(root, mode=0o700, exist_ok=True)
-    tmp = f"{target}.tmp-{os.getpid()}"
-    with zipfile.ZipFile(io.BytesIO(data)) as zf:
-        zf.extractall(tmp)
-    try:
-        os.rename(tmp, target)
-    except OSError:  # another worker of this node unpacked it first
-        shutil.rmtree(tmp, ignore_errors=True)
-    return target
+    return engine_env.unpack_once(root, digest, lambda: ray.get(ref))
 
 
 class ShippedFunction:
