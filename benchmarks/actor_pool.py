@@ -21,7 +21,7 @@ import os
 import time
 from typing import Any
 
-from sides import run_child
+from sides import alternate, run_child
 
 CHILD = r"""
 import json, sys, time
@@ -71,10 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--actors", type=int, default=2)
     p.add_argument("--json", default="")
     args = p.parse_args(argv)
-    runs: dict[str, list[dict[str, float]]] = {"nbdist": [], "ray": []}
-    for _ in range(2):
-        for backend in runs:
-            runs[backend].append(run_side(backend, args.items, args.actors))
+    runs = alternate(lambda backend: run_side(backend, args.items, args.actors))
     best = {b: {k: max(r[k] for r in rs) for k in rs[0]} for b, rs in runs.items()}
     report: dict[str, Any] = {"items": args.items, "actors": args.actors, "best": best,
                               "runs": runs, "time": time.time(),

@@ -24,7 +24,7 @@ import os
 import time
 from typing import Any
 
-from sides import run_child
+from sides import alternate, run_child
 
 CHILD = r"""
 import json, statistics, sys, time
@@ -92,10 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--firsts", type=int, default=200)
     p.add_argument("--json", default="")
     args = p.parse_args(argv)
-    runs: dict[str, list[dict[str, float]]] = {"nbdist": [], "ray": []}
-    for _ in range(2):
-        for backend in runs:
-            runs[backend].append(run_side(backend, args.items, args.firsts))
+    runs = alternate(lambda backend: run_side(backend, args.items, args.firsts))
     best = {b: {"task_items_per_s": max(r["task_items_per_s"] for r in rs),
                 "actor_items_per_s": max(r["actor_items_per_s"] for r in rs),
                 "first_item_s": min(r["first_item_s"] for r in rs)} for b, rs in runs.items()}

@@ -19,7 +19,7 @@ import os
 import time
 from typing import Any
 
-from sides import run_child
+from sides import alternate, run_child
 
 CHILD = r"""
 import json, sys, time
@@ -79,10 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--bundles", type=int, default=1)
     p.add_argument("--json", default="")
     args = p.parse_args(argv)
-    runs: dict[str, list[dict[str, float]]] = {"nbdist": [], "ray": []}
-    for _ in range(2):
-        for backend in runs:
-            runs[backend].append(run_side(backend, args.seconds, args.bundles))
+    runs = alternate(lambda backend: run_side(backend, args.seconds, args.bundles))
     best = {b: {k: max(r[k] for r in rs) for k in rs[0]} for b, rs in runs.items()}
     report: dict[str, Any] = {"bundles": args.bundles, "seconds": args.seconds, "best": best,
                               "runs": runs, "time": time.time(),

@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from typing import Any
 
 
@@ -28,3 +29,14 @@ def run_child(code: str, backend: str, *args: Any, timeout: float = 900,
         if "timed out during startup" not in done.stderr:
             break
     raise RuntimeError(f"the {backend} side failed:\n{done.stderr[-3000:]}")
+
+
+def alternate(run: Callable[[str], dict[str, Any]], rounds: int = 2
+              ) -> dict[str, list[dict[str, Any]]]:
+    """``run(backend)`` for nbdist then Ray, ``rounds`` times: a drift in the machine's load
+    hits both sides alike."""
+    runs: dict[str, list[dict[str, Any]]] = {"nbdist": [], "ray": []}
+    for _ in range(rounds):
+        for backend in runs:
+            runs[backend].append(run(backend))
+    return runs
