@@ -1,7 +1,7 @@
 """nbdist.train against Ray Train 2.60: the same training programs on both, in one sitting.
 
     .venv/bin/python benchmarks/train_vs_ray.py [--only startup1,startup2,lenet]
-        [--engines single,nbdist,ray] [--steps 300] [--json FILE]
+        [--engines single,nbdist,ray] [--steps 300] [--pause S] [--json FILE]
 
 Each (scenario, engine) runs in a fresh interpreter: ``init(num_cpus=2)`` first (not timed);
 Ray starts without its dashboard, waits up to 120 s for its agents and retries a start that
@@ -16,7 +16,14 @@ Scenarios:
                          (``first_s``: new worker processes, each imports torch) and for the
                          ``--fits`` - 1 (default 2) later fits in the same driver
                          (``later_s`` the fastest, ``later_max_s`` the slowest: nbdist reuses
-                         the idle workers of a clean run, Ray Train starts new ones)
+                         the idle workers of a clean run, Ray Train starts new ones).
+                         Then, in another fresh driver, ``first_prepared_s``: the program a
+                         notebook runs cell by cell, ``init``, then ``import
+                         <engine>.train.torch`` (nbdist prepares workers that import torch
+                         at once), a pause, then the same first fit timed. nbdist's pause is
+                         ``wait_ready()``: until its prepared workers have imported torch
+                         (``pause_s``); Ray's is a sleep of the same length (nbdist's, when it
+                         ran first in this sitting, else ``--pause``)
     bare2                the same with ``DataParallelTrainer`` (no framework: no torch import
                          in the workers), 2 workers: the trainer's own start-up cost
     lenet                the seed's LeNet (44,426 parameters) on synthetic 28x28 images, batch
@@ -47,6 +54,8 @@ ENGINES = ("single", "nbdist", "ray")
 BATCH = 64
 WARMUP = 20
 FITS = 3
+# Ray's pause in the prepared-workers program when nbdist's was not measured in this sitting.
+PAUSE_S = 10.0
 # Ray's node may take minutes to start on a loaded machine, for each fit's workers too.
 CHILD_TIMEOUT_S = 1500
 
@@ -116,6 +125,37 @@ def noop() -> None:
     pass
 
 
+def prepared_child(scenario: str, engine: str, pause: float) -> dict[str, Any]:
+    """The first fit of a driver that imported the trainer after ``init`` and paused."""
+    ray = importlib.import_module("nbdist" if engine == "nbdist" else "ray")
+    if engine == "ray":
+        _start_ray(ray)
+    else:
+        ray.init(num_cpus=2)
+    start = time.perf_counter()
+    train = importlib.import_module(f"{ray.__name__}.train")
+    train_torch = importlib.import_module(f"{ray.__name__}.train.torch")
+    import_s = time.perf_counter() - start
+    start = time.perf_counter()
+    if engine == "nbdist":
+        if not train_torch.wait_ready(timeout=CHILD_TIMEOUT_S):
+            raise RuntimeError("the prepared workers did not import torch in time")
+    else:
+        time.sleep(pause)
+    pause_s = time.perf_counter() - start
+    storage = tempfile.TemporaryDirectory(prefix="train-bench-")
+    try:
+        start = time.perf_counter()
+        train_torch.TorchTrainer(
+            noop, scaling_config=train.ScalingConfig(num_workers=int(scenario[-1])),
+            run_config=train.RunConfig(storage_path=storage.name)).fit()
+        return {"first_prepared_s": time.perf_counter() - start, "pause_s": pause_s,
+                "import_s": import_s}
+    finally:
+        ray.shutdown()
+        storage.cleanup()
+
+
 def child(scenario: str, engine: str, steps: int, fits: int) -> dict[str, Any]:
     if engine == "single":
         import torch
@@ -182,11 +222,16 @@ def main() -> None:
     parser.add_argument("--engines", default=",".join(ENGINES))
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--fits", type=int, default=FITS, help="fits per start-up scenario")
+    parser.add_argument("--pause", type=float, default=PAUSE_S,
+                        help="Ray's pause before a prepared first fit, if nbdist's is unknown")
     parser.add_argument("--json")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--prepared", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print("RESULT " + json.dumps(child(*args.child, args.steps, args.fits)))
+        figures = (prepared_child(*args.child, args.pause) if args.prepared
+                   else child(*args.child, args.steps, args.fits))
+        print("RESULT " + json.dumps(figures))
         return
     print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, cores: {os.cpu_count()}, "
           f"load average: {os.getloadavg()[0]:.1f}", flush=True)
@@ -196,6 +241,11 @@ def main() -> None:
             if (engine == "single") != (scenario == "lenet") and engine == "single":
                 continue
             figures = _run_child(scenario, engine, args.steps, args.fits)
+            if scenario.startswith("startup"):
+                pause = results.get(f"{scenario}/nbdist", {}).get("pause_s", args.pause)
+                prepared = _run_child(scenario, engine, args.steps, args.fits, pause)
+                figures.update({k if k != "error" else "prepared_error": v
+                                for k, v in prepared.items()})
             results[f"{scenario}/{engine}"] = figures
             print(f"{scenario:9} {engine:7} " + "  ".join(
                 f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
@@ -206,11 +256,15 @@ def main() -> None:
             json.dump({"cores": os.cpu_count(), "results": results}, f, indent=1)
 
 
-def _run_child(scenario: str, engine: str, steps: int, fits: int) -> dict[str, Any]:
+def _run_child(scenario: str, engine: str, steps: int, fits: int,
+               pause: float | None = None) -> dict[str, Any]:
+    """One child's figures; with ``pause``, the prepared-workers program."""
+    command = [sys.executable, __file__, "--steps", str(steps), "--fits", str(fits),
+               "--child", scenario, engine]
+    if pause is not None:
+        command += ["--prepared", "--pause", str(pause)]
     try:
-        out = subprocess.run([sys.executable, __file__, "--steps", str(steps), "--fits",
-                              str(fits), "--child", scenario, engine],
-                             capture_output=True, text=True, timeout=CHILD_TIMEOUT_S)
+        out = subprocess.run(command, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         return {"error": f"did not finish within {CHILD_TIMEOUT_S} s"}
     lines = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]

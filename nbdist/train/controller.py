@@ -224,13 +224,10 @@ class Controller:
         return self._result(error=error)
 
     def _result(self, error: WorkerGroupError | None = None, return_value: Any = None) -> Result:
-        import pandas
-
         return Result(metrics=self.history[-1] if self.history else None,
                       checkpoint=self.manager.latest, error=error, path=self.run_dir,
-                      metrics_dataframe=pandas.DataFrame(self.history),
                       best_checkpoints=self.manager.best_checkpoints,
-                      return_value=return_value)
+                      return_value=return_value, history=list(self.history))
 
 
 def gather(refs: list[Any]) -> tuple[dict[int, Any], dict[int, BaseException]]:

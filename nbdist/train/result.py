@@ -18,9 +18,17 @@ class Result:
     checkpoint: Checkpoint | None
     error: TrainingFailedError | None = None
     path: str = ""
-    metrics_dataframe: Any = None
     best_checkpoints: list[tuple[Checkpoint, dict[str, Any]]] = field(default_factory=list)
     return_value: Any = None
+    history: list[dict[str, Any]] = field(default_factory=list, repr=False)
+
+    @property
+    def metrics_dataframe(self) -> Any:
+        """Rank 0's reports, one row each. pandas is imported on first use, not by ``fit()``:
+        a driver's first ``import pandas`` takes over a second of CPU."""
+        import pandas
+
+        return pandas.DataFrame(self.history)
 
     def get_best_checkpoint(self, metric: str, mode: str) -> Checkpoint | None:
         """The kept checkpoint whose metrics have the best ``metric`` (``mode``: max or min)."""

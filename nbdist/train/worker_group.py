@@ -13,14 +13,20 @@ training function while ``poll`` answers the driver's long polls for reports on 
 Ending a failed or interrupted group is ``nbdist.kill`` of every actor, which SIGKILLs the
 worker process, so a worker blocked in a collective with a dead peer ends too; a group whose
 run ended cleanly is released instead (`WorkerGroup.release`).
+
+`prewarm` starts workers before any run asks for them (on ``import nbdist.train.torch``):
+each imports the framework in a call of its own (``preload``) while it waits in the pool, and
+a run's ``setup`` waits for that import to end, so a run may take a worker still importing.
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import logging
 import os
 import socket
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -50,12 +56,16 @@ WORKER_START_TIMEOUT_S = 30.0
 class TrainWorker:
     """One worker of a training group (an actor)."""
 
-    def __init__(self, rank: int) -> None:
+    def __init__(self, rank: int, preload: tuple[str, ...] = ()) -> None:
         self.rank = rank
         self.backend: BackendConfig | None = None
         self.session: Session | None = None
         self.started = time.time()
         self.env_before: dict[str, str | None] = {}
+        self.to_preload = preload
+        self.preloaded = threading.Event()
+        if not preload:
+            self.preloaded.set()
 
     def __repr__(self) -> str:
         # Output lines from this actor are prefixed with its repr: the rank is what reads.
@@ -68,8 +78,22 @@ class TrainWorker:
         node_id = nbdist.get_runtime_context().get_node_id()
         return WorkerInfo(node_id, nbdist.util.get_node_ip_address(), os.getpid(), port)
 
+    def preload(self) -> None:
+        """Import the modules this prepared worker was started with (`prewarm`). A failure
+        is left for the run's own set-up to raise, with the run's error handling."""
+        try:
+            for name in self.to_preload:
+                importlib.import_module(name)
+        except Exception:
+            logger.debug("preloading %s failed", self.to_preload, exc_info=True)
+        finally:
+            self.preloaded.set()
+
     def setup(self, rank: int, context: TrainContext, env: dict[str, str],
               backend: BackendConfig) -> None:
+        # Two threads importing one package at once can fail (the import system's deadlock
+        # check): the run's set-up starts once the preload has ended.
+        self.preloaded.wait()
         self.rank = rank
         self.env_before = {name: os.environ.get(name) for name in env}
         os.environ.update(env)
@@ -191,16 +215,21 @@ class WorkerGroup:
                 self.actors.append(cls.options(max_concurrency=2, **opts).remote(i))
             return
         for i, node in enumerate(self.nodes):
-            actor = worker_pool.take(node, self.reuse)
-            if actor is not None:
-                self.actors.append(actor)
-                if _still_fresh(actor):
-                    continue
-                self.actors.pop()
-            self.actors.append(cls.options(
-                max_concurrency=2, num_cpus=0,
-                scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
-            ).remote(i))
+            if not self._take_pooled(node, self.reuse):
+                self.actors.append(cls.options(
+                    max_concurrency=2, num_cpus=0,
+                    scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
+                ).remote(i))
+
+    def _take_pooled(self, node: str, kind: str) -> bool:
+        """Append a fresh pooled worker of ``node`` to ``self.actors``; False if none is
+        left. A stale or dead one is killed and the next one tried."""
+        while (actor := worker_pool.take(node, kind)) is not None:
+            self.actors.append(actor)
+            if _still_fresh(actor):
+                return True
+            self.actors.pop()
+        return False
 
     def _await_start(self, timeout: float) -> list[WorkerInfo]:
         refs = [a.info.remote() for a in self.actors]
@@ -278,6 +307,28 @@ def _still_fresh(actor: Any) -> bool:
             logger.debug("kill of a stale worker failed", exc_info=True)
         return False
     return True
+
+
+def prewarm(kind: str, modules: tuple[str, ...]) -> None:
+    """Start workers for a backend of type ``kind`` on the driver's node, each importing
+    ``modules`` as soon as it runs, into the driver's pool (`worker_pool`), so that the
+    driver's first run skips the import; how many: `worker_pool.prewarm_count`. Waits on
+    nothing (actor creation and one call each). Does nothing outside the driver, without a
+    cluster, with reuse or preparing off, or when ``kind`` was prepared on this connection."""
+    try:
+        if not worker_pool.begin_prewarm(kind):
+            return
+        node = nbdist.get_runtime_context().get_node_id()
+        cpus = next((n["Resources"].get("CPU", 0.0) for n in nbdist.nodes()
+                     if n["NodeID"] == node), 0.0)
+        cls = nbdist.remote(TrainWorker).options(
+            max_concurrency=2, num_cpus=0,
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False))
+        for _ in range(worker_pool.prewarm_count(cpus)):
+            actor = cls.remote(0, modules)
+            worker_pool.add_prepared(node, kind, actor, actor.preload.remote())
+    except Exception:  # the cluster went away meanwhile: the first run starts its own
+        logger.warning("preparing training workers failed", exc_info=True)
 
 
 def check_fits(bundle: dict[str, float], count: int) -> None:

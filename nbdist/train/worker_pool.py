@@ -10,9 +10,18 @@ a module it imported from outside the Python installation was modified after the
 started (an edited ``model.py`` must be re-imported, which only a fresh process does); it is
 killed instead.
 
+Workers can also be prepared ahead of a driver's first ``fit()`` (`worker_group.prewarm`, on
+``import nbdist.train.torch``): they start on the driver's node, import the framework at once,
+and wait in the pool beside the idle ones, so the first run takes them as a later run takes
+the idle workers of an earlier one. A run takes an idle worker before a prepared one (a run of
+the same shape then gives each process its old rank), and it takes a prepared worker whose
+import is still running rather than start another: the run's set-up waits for that import in
+the worker, and a second set of processes importing at once would only share the same cores.
+
 The pool lives in the driver's process and belongs to one connection to one cluster (the job
 and the driver's node): the workers are actors the driver owns, so they end with the driver, on
-``nbdist.shutdown()`` and with the kernel. ``NBDIST_TRAIN_REUSE_WORKERS=0`` turns reuse off.
+``nbdist.shutdown()`` and with the kernel. ``NBDIST_TRAIN_REUSE_WORKERS=0`` turns reuse, and
+preparing, off; ``NBDIST_TRAIN_PREWARM=N`` sets how many workers are prepared (0: none).
 """
 
 from __future__ import annotations
@@ -28,11 +37,19 @@ import nbdist
 logger = logging.getLogger(__name__)
 
 REUSE_ENV = "NBDIST_TRAIN_REUSE_WORKERS"
+PREWARM_ENV = "NBDIST_TRAIN_PREWARM"
+# At most this many workers are prepared by default (see `prewarm_count`).
+PREWARM_DEFAULT = 2
 
 _lock = threading.Lock()
 _owner: tuple[str, str] | None = None
 # (node id, backend type name) -> idle worker actors on that node.
 _idle: dict[tuple[str, str], list[Any]] = {}
+# The same for prepared workers no run has taken yet.
+_prepared: dict[tuple[str, str], list[Any]] = {}
+# Backend type name -> the refs of its prepared workers' imports (done or not), for
+# `wait_prepared`; a type is prepared once per connection, whatever became of its workers.
+_preparing: dict[str, list[Any]] = {}
 # Handles of a previous connection's workers (which ended with it) are kept, not dropped:
 # dropping a handle releases a reference in the current runtime, where the same actor id may
 # name a new actor.
@@ -60,18 +77,24 @@ def _current() -> dict[tuple[str, str], list[Any]]:
     global _owner
     owner = _connection()
     if owner != _owner:
-        _previous.extend(a for workers in _idle.values() for a in workers)
+        _previous.extend(a for pool in (_idle, _prepared) for ws in pool.values() for a in ws)
+        _previous.extend(ref for refs in _preparing.values() for ref in refs)
         _idle.clear()
+        _prepared.clear()
+        _preparing.clear()
         _owner = owner
     return _idle
 
 
 def take(node_id: str, kind: str) -> Any | None:
-    """An idle worker on ``node_id`` for a backend of type ``kind``, or None; in the order
-    they were given back, so that a run of the same shape gives each process its old rank."""
+    """A worker on ``node_id`` for a backend of type ``kind``, or None: an idle one, in the
+    order they were given back, so that a run of the same shape gives each process its old
+    rank; else a prepared one, in the order they were started, ready or still importing."""
     with _lock:
-        workers = _current().get((node_id, kind))
-        return workers.pop(0) if workers else None
+        for workers in (_current().get((node_id, kind)), _prepared.get((node_id, kind))):
+            if workers:
+                return workers.pop(0)
+        return None
 
 
 def give_back(node_id: str, kind: str, actor: Any) -> None:
@@ -79,11 +102,65 @@ def give_back(node_id: str, kind: str, actor: Any) -> None:
         _current().setdefault((node_id, kind), []).append(actor)
 
 
-def clear() -> None:
-    """End every idle worker of this driver (their memory is returned)."""
+def prewarm_count(driver_node_cpus: float) -> int:
+    """How many workers to prepare: ``NBDIST_TRAIN_PREWARM``, else the driver node's CPUs up
+    to 2. A gang of 1-CPU workers fits on that node only up to its CPU count, and more
+    processes importing at once than there are cores take longer each; 2 serves the common
+    notebook run (2 DDP workers) while each prepared torch process holds ~220 MiB of memory
+    until a run takes it or the driver ends."""
+    value = os.environ.get(PREWARM_ENV)
+    if value is not None:
+        try:
+            return max(0, int(value))
+        except ValueError:
+            logger.warning("%s=%r is not a number of workers; using the default", PREWARM_ENV,
+                           value)
+    return min(PREWARM_DEFAULT, int(driver_node_cpus))
+
+
+def begin_prewarm(kind: str) -> bool:
+    """Whether workers of type ``kind`` should be prepared now: reuse is on, the caller is the
+    driver (not a task, an actor or a Tune trial) connected to a cluster, and none were
+    prepared for ``kind`` in this connection yet. Claims ``kind`` for the caller."""
+    if not nbdist.is_initialized() or not enabled({"CPU": 1.0}):
+        return False
     with _lock:
-        actors = [a for workers in _idle.values() for a in workers]
+        _current()
+        if kind in _preparing:
+            return False
+        _preparing[kind] = []
+        return True
+
+
+def add_prepared(node_id: str, kind: str, actor: Any, ready: Any) -> None:
+    """A prepared worker, and the ref of the call that imports its framework."""
+    with _lock:
+        _current()
+        _prepared.setdefault((node_id, kind), []).append(actor)
+        _preparing.setdefault(kind, []).append(ready)
+
+
+def wait_prepared(kind: str, timeout: float | None = None) -> bool:
+    """Wait up to ``timeout`` s (None: no limit) until every worker prepared for ``kind`` in
+    this connection has finished its import; True when none is importing any more (or none
+    was prepared), False on timeout. A prepared worker that a run took counts as well."""
+    if not nbdist.is_initialized():
+        return True
+    with _lock:
+        _current()
+        refs = list(_preparing.get(kind, []))
+    if not refs:
+        return True
+    _, pending = nbdist.wait(refs, num_returns=len(refs), timeout=timeout)
+    return not pending
+
+
+def clear() -> None:
+    """End every idle and prepared worker of this driver (their memory is returned)."""
+    with _lock:
+        actors = [a for pool in (_idle, _prepared) for ws in pool.values() for a in ws]
         _idle.clear()
+        _prepared.clear()
     for actor in actors:
         try:
             nbdist.kill(actor)
