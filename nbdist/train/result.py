@@ -21,14 +21,17 @@ class Result:
     best_checkpoints: list[tuple[Checkpoint, dict[str, Any]]] = field(default_factory=list)
     return_value: Any = None
     history: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    _frame: Any = field(default=None, repr=False, compare=False)
 
     @property
     def metrics_dataframe(self) -> Any:
-        """Rank 0's reports, one row each. pandas is imported on first use, not by ``fit()``:
-        a driver's first ``import pandas`` takes over a second of CPU."""
-        import pandas
+        """Rank 0's reports, one row each, built once. pandas is imported on first use, not
+        by ``fit()``: a driver's first ``import pandas`` takes over a second of CPU."""
+        if self._frame is None:
+            import pandas
 
-        return pandas.DataFrame(self.history)
+            self._frame = pandas.DataFrame(self.history)
+        return self._frame
 
     def get_best_checkpoint(self, metric: str, mode: str) -> Checkpoint | None:
         """The kept checkpoint whose metrics have the best ``metric`` (``mode``: max or min)."""
