@@ -89,17 +89,35 @@ def notebook(lab: LabServer, chromium: Any, blocked: list[str]) -> Iterator[Note
     write_notebook(lab.root / NOTEBOOK, ["import nbdist"])
     page = chromium.pages[0] if chromium.pages else chromium.new_page()
     page.set_default_timeout(30_000)
+    page.on("console", lambda msg: None if "willReadFrequently" in msg.text
+            else CONSOLE.append(f"{msg.type}: {msg.text}"[:300]))
     nb = NotebookPage(page, ARTIFACTS, NOTEBOOK)
     nb.open(lab.notebook_url(NOTEBOOK))
     yield nb
     chromium.unroute("**/*")
 
 
+# The page's console, kept so that a view that never draws can say why.
+CONSOLE: list[str] = []
+
+# In-page: the output types of the notebook's last cell.
+LAST_OUTPUTS = """const cells = nb.content.model.cells;
+    const last = cells.get(cells.length - 1);
+    return last.outputs.toJSON().map(o => o.output_type + ':' + Object.keys(o.data || {}).join(','));"""
+
+
 def drawn(notebook: NotebookPage, source: str, rows: int, count: int = 1) -> None:
     """Wait until `count` figures drawing `source` with `rows` rows show their glyphs."""
-    notebook.page.wait_for_function(
-        f"(arg) => ({DRAWN})(arg).filter(v => v.rows === {rows} && v.hits > 0).length"
-        f" >= {count}", arg=[source, FINISHED_RGB], timeout=30_000)
+    try:
+        notebook.page.wait_for_function(
+            f"(arg) => ({DRAWN})(arg).filter(v => v.rows === {rows} && v.hits > 0).length"
+            f" >= {count}", arg=[source, FINISHED_RGB], timeout=30_000)
+    except Exception as exc:
+        views = notebook.page.evaluate(f"(arg) => ({DRAWN})(arg)", [source, FINISHED_RGB])
+        raise AssertionError(
+            f"{count} view(s) of {source!r} with {rows} rows drawn not found; views: {views};"
+            f" last cell's outputs: {notebook.evaluate(LAST_OUTPUTS)};"
+            f" console: {CONSOLE[-15:]}") from exc
 
 
 def test_the_timeline_draws_its_bars_with_the_cdn_unreachable(
@@ -146,6 +164,7 @@ def test_after_a_page_reload_the_timeline_sends_bokehjs_again(notebook: Notebook
                       " await nb.context.save();")
     notebook.page.reload()
     notebook.wait_kernel_idle(NOTEBOOK)
+    notebook.page.evaluate("async () => { await window.jupyterapp.restored; }")
     assert notebook.page.evaluate("() => window.Bokeh === undefined")
     notebook.run_cell("%nbdist timeline")
     drawn(notebook, "nbdist_timeline", 2 * TASKS)
