@@ -10,6 +10,11 @@ State (guarded by ``_lock`` where several threads touch it):
                learns of 0 -> 1 and 1 -> 0 changes through ``REFS`` messages, queued in
                ``_ref_ops`` in the order they happened and sent in front of the next message (or by
                the flusher within ``FLUSH_S``), so a hold is never released before a later use.
+               A burst of submissions (each within ``BURST_S`` of the one before) queues its
+               ``SUBMIT`` messages there too, in order with the holds and releases: the flusher,
+               woken by the first of them, sends what has queued in one frame, and any other
+               send or wait sends them first. One system call and one wake-up of the node per
+               batch rather than per task; a lone submission is sent at once.
 ``_cache``     id -> location of values this process may read: inline bytes, a range of the
                node's arena, or a shm file.
 ``_leases``    id -> the `_Lease` on the arena range of its cached location (see `nbdist.objects.store`):
@@ -67,6 +72,7 @@ from nbdist.wire import protocol as P
 log = logging.getLogger(__name__)
 
 FLUSH_S = 0.02
+BURST_S = 0.001  # a submission this soon after the one before joins a batch (see `submit`)
 PROGRESS_S = 0.05  # a pending get/wait reports progress at most this often
 _T = time.time
 
@@ -123,6 +129,9 @@ class CoreClient:
         self._flusher = threading.Thread(target=self._flush_loop, name="nbdist-flush",
                                          daemon=True)
         self._flush_soon = threading.Event()  # set: a worker waits for what is queued
+        self._last_submit = 0.0  # monotonic time of the last submission
+        self._batching = False  # SUBMITs wait in ``_ref_ops`` and the flusher was woken
+        self.batched_submissions = 0  # submissions sent in a batch rather than alone
 
     def start(self, reader_thread: bool = True) -> None:
         """Start receiving. Without a reader thread (workers), threads that need messages
@@ -166,6 +175,8 @@ class CoreClient:
     def _wait_event(self, event: Flag | threading.Event, timeout: float | None) -> bool:
         if event.is_set():
             return True
+        if self._batching:
+            self.send([])  # what this waits for may be a task still in the batch
         if self.self_read:
             return self._pump_until(event, timeout)
         self.conn.lend()
@@ -191,22 +202,25 @@ class CoreClient:
         with self._send_lock:
             ops = self._ref_ops
             if ops:
-                # Holds and releases (sign, id), and registrations of direct results (PUT
-                # messages, see `nbdist.driver.direct`), in the order they were queued.
+                # Holds and releases (sign, id); registrations of direct results (PUT
+                # messages, see `nbdist.driver.direct`) and batched submissions (REGISTER_FN,
+                # SUBMIT); all in the order they were queued. Unpins may go last.
+                self._batching = False  # before the queue is emptied: see `submit`
                 head: list[Any] = []
                 batch: list[tuple[int, int]] = []
                 unpins: list[int] = []
                 while ops:
                     op = ops.popleft()
-                    if op[0] == P.UNPIN:
+                    kind = op[0]
+                    if kind == 1 or kind == -1:
+                        batch.append(op)
+                    elif kind == P.UNPIN:
                         unpins.append(op[1])
-                    elif op[0] == P.PUT:
+                    else:
                         if batch:
                             head.append((P.REFS, batch))
                             batch = []
                         head.append(op)
-                    else:
-                        batch.append(op)
                 if batch:
                     head.append((P.REFS, batch))
                 if unpins:
@@ -317,7 +331,19 @@ class CoreClient:
                 direct.escape(dep)  # the node resolves it
         msgs = self.ensure_function(fid, pickled) if pickled is not None else []
         msgs.append((P.SUBMIT, spec))
-        self.send(msgs)
+        now = time.monotonic()
+        if now - self._last_submit < BURST_S:
+            # Within a burst: queued, in order with holds and releases, for the flusher (or
+            # the next send or wait). ``_batching`` is cleared before `send` empties the
+            # queue, so a submission that finds it set was queued before that emptying.
+            self._ref_ops.extend(msgs)
+            self.batched_submissions += 1
+            if not self._batching:
+                self._batching = True
+                self._flush_soon.set()
+        else:
+            self.send(msgs)
+        self._last_submit = now
         del keep
         return task_id, refs
 
