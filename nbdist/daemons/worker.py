@@ -49,6 +49,18 @@ def _engine_frame(filename: str) -> bool:
             or filename == generators.__file__)
 
 
+class _Queued:
+    """``pump``'s ``until`` for the main thread's idle read: set once a call is queued."""
+
+    __slots__ = ("inbox",)
+
+    def __init__(self, inbox: collections.deque[tuple | None]) -> None:
+        self.inbox = inbox
+
+    def is_set(self) -> bool:
+        return bool(self.inbox)
+
+
 class TaskStream:
     """A text stream that ships lines to the driver, tagged with the running task."""
 
@@ -238,7 +250,11 @@ class Worker:
         while True:
             if not inbox:
                 while not inbox:
-                    if not client.pump(None):
+                    # Another thread reading the connection (a threaded actor's method in a
+                    # nested get) may queue a direct call here just before this thread takes
+                    # the read lock: pump re-checks the inbox under that lock, so such a call
+                    # never waits in the inbox while this thread blocks in select().
+                    if not client.pump(None, _Queued(inbox)):
                         return
             elif self.endpoint is not None:
                 # Calls waited here while the last one ran: read what came meanwhile (a

@@ -10,11 +10,12 @@ State (guarded by ``_lock`` where several threads touch it):
                learns of 0 -> 1 and 1 -> 0 changes through ``REFS`` messages, queued in
                ``_ref_ops`` in the order they happened and sent in front of the next message (or by
                the flusher within ``FLUSH_S``), so a hold is never released before a later use.
-               A burst of submissions (each within ``BURST_S`` of the one before) queues its
-               ``SUBMIT`` messages there too, in order with the holds and releases: the flusher,
-               woken by the first of them, sends what has queued in one frame, and any other
-               send or wait sends them first. One system call and one wake-up of the node per
-               batch rather than per task; a lone submission is sent at once.
+               A burst of submissions (each within ``BURST_S`` of the one before, with no
+               wait between them) queues its ``SUBMIT`` messages there too, in order with the
+               holds and releases: the flusher, woken by the first of them, sends what has
+               queued in one frame, and any other send or wait sends them first. One system
+               call and one wake-up of the node per batch rather than per task; a lone
+               submission, or one right after a wait, is sent at once.
 ``_cache``     id -> location of values this process may read: inline bytes, a range of the
                node's arena, or a shm file.
 ``_leases``    id -> the `_Lease` on the arena range of its cached location (see `nbdist.objects.store`):
@@ -38,7 +39,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from nbdist import events as ev
 from nbdist.backends.base import current as _current
@@ -75,6 +76,13 @@ FLUSH_S = 0.02
 BURST_S = 0.001  # a submission this soon after the one before joins a batch (see `submit`)
 PROGRESS_S = 0.05  # a pending get/wait reports progress at most this often
 _T = time.time
+
+
+class Settable(Protocol):
+    """What `CoreClient.pump` may stop on: a `Flag`, a `threading.Event`, or a worker's
+    "a call is queued" (`nbdist.daemons.worker`)."""
+
+    def is_set(self) -> bool: ...
 
 
 class CoreClient:
@@ -158,7 +166,7 @@ class CoreClient:
                 "direct_actor_calls", True):
             self.direct = DirectCalls(self, sock_dir, secret)
 
-    def pump(self, timeout: float | None, until: Flag | threading.Event | None = None) -> bool:
+    def pump(self, timeout: float | None, until: Settable | None = None) -> bool:
         """Read and apply incoming messages on this thread if no other thread is reading;
         returns False if the connection is closed. With ``until``: not if it is set by the
         time this thread may read (the thread that read before may have delivered it)."""
@@ -173,6 +181,9 @@ class CoreClient:
             conn.read_lock.release()
 
     def _wait_event(self, event: Flag | threading.Event, timeout: float | None) -> bool:
+        # A submission after a wait starts a new burst: sent at once, so a loop of submit and
+        # get (a round trip each) never leaves a task waiting for the flusher.
+        self._last_submit = 0.0
         if event.is_set():
             return True
         if self._batching:
@@ -502,6 +513,7 @@ class CoreClient:
         return ok
 
     def get(self, refs: Sequence[ObjectRef], timeout: float | None) -> list[Any]:
+        self._last_submit = 0.0  # the next submission starts a burst (see `_wait_event`)
         oids = [r.id for r in refs]
         cache = self._cache
         missing = [o for o in oids if o not in cache]
@@ -533,6 +545,7 @@ class CoreClient:
 
     def wait(self, refs: Sequence[ObjectRef], num_returns: int, timeout: float | None
              ) -> tuple[list[ObjectRef], list[ObjectRef]]:
+        self._last_submit = 0.0
         cache = self._cache
         ready_now = sum(1 for r in refs if r.id in cache)
         if ready_now < num_returns and timeout != 0:

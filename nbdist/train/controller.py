@@ -1,13 +1,15 @@
 """The driver's loop of a training run: start the gang, follow its reports, keep checkpoints,
 restart after failures, publish progress.
 
-One `Controller` per ``fit()``, in the driver's thread. An attempt starts a `WorkerGroup`,
-calls ``run`` on every worker and long-polls each one (``poll``) for reports while waiting on
-all those calls together, so a report, a finished worker and a dead one are each noticed as
-soon as they happen. The first failure ends the attempt: the whole group is killed (its peers
-may be blocked in a collective waiting for the dead one), and a new group starts from the
-latest kept checkpoint while ``FailureConfig.max_failures`` allows. Rank 0's reports are the
-run's metrics (and, when ``fit`` runs inside a Tune trial, the trial's reports); each rank's reports are published as ``RunUpdate`` records (``member="rank
+One `Controller` per ``fit()``, in the driver's thread. An attempt starts a `WorkerGroup`, calls
+``run`` on every worker and long-polls each one (``poll``) for reports while waiting on all
+those calls together, so a report, a finished worker and a dead one are each noticed as soon as
+they happen; a worker whose function returned but whose poll stays unanswered for ``REPLY_S``
+fails the attempt instead of holding ``fit()`` for ever. The first failure ends the attempt: the
+whole group is killed (its peers may be blocked in a collective waiting for the dead one), and a
+new group starts from the latest kept checkpoint while ``FailureConfig.max_failures`` allows.
+Rank 0's reports are the run's metrics (and, when ``fit`` runs inside a Tune trial, the trial's
+reports); each rank's reports are published as ``RunUpdate`` records (``member="rank
 N"``) for the views that follow the run. Whatever else ends ``run`` (an interrupt included), the
 group's processes are killed before it returns or raises; after a clean run they are released
 (kept idle for the driver's next run, holding no resources: `worker_pool`).
@@ -45,6 +47,10 @@ POLL_S = 0.5
 # The driver's own waits end before a notebook would show a progress bar for them (1 s): a
 # run's progress is its live view, not a bar per internal wait.
 WAIT_S = 0.8
+# A worker's poll answers within POLL_S once its training function has returned; one still
+# unanswered this long after that means the worker cannot answer (its last reports are out of
+# reach): the attempt fails with that, rather than waiting for ever.
+REPLY_S = 60.0
 # How long a worker group may take to start before the attempt fails (Ray's variable's name).
 START_TIMEOUT_ENV = "NBDIST_TRAIN_WORKER_GROUP_START_TIMEOUT_S"
 
@@ -140,6 +146,7 @@ class Controller:
         running = dict(enumerate(runs))
         values: dict[int, Any] = {}
         failed: dict[int, BaseException] = {}
+        ended: dict[int, float] = {}  # rank -> when its run returned
         while (running or polls) and not failed:
             watched = [(ref, "poll", r) for r, ref in polls.items()] + \
                       [(ref, "run", r) for r, ref in running.items()]
@@ -155,11 +162,14 @@ class Controller:
                     continue
                 if kind == "run":
                     values[rank] = value
+                    ended[rank] = time.monotonic()
                     continue
                 reports, finished = value
                 self._take(rank, reports)
                 if not finished:
                     polls[rank] = group.actors[rank].poll.remote(POLL_S)
+            if not failed:
+                failed.update(_unanswered(polls, ended))
         if failed:
             failed.update(_more_failures(running, failed))
         return values, failed
@@ -246,6 +256,16 @@ def gather(refs: list[Any]) -> tuple[dict[int, Any], dict[int, BaseException]]:
                 except Exception as exc:
                     failed[rank] = exc
     return values, failed
+
+
+def _unanswered(polls: dict[int, Any], ended: dict[int, float]) -> dict[int, BaseException]:
+    """The ranks whose function returned more than `REPLY_S` ago while their poll is still
+    unanswered."""
+    now = time.monotonic()
+    return {rank: TimeoutError(
+                f"worker {rank}'s training function returned, but the worker did not hand over "
+                f"its last reports within {REPLY_S:g} s (its process answers no call)")
+            for rank in polls if rank in ended and now - ended[rank] > REPLY_S}
 
 
 def _more_failures(running: dict[int, Any],

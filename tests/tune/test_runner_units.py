@@ -31,12 +31,39 @@ def counts(config: dict[str, Any]) -> None:
 def test_trial_actor_names_its_trial_and_hands_reports_over_in_batches(tmp_path: Path) -> None:
     actor = TrialActor(counts)
     assert repr(actor) == "Trial(idle)"
-    results, error = actor.run(_spec("abc_00001", tmp_path))  # none polled: all in the reply
+    results, error, takes = actor.run(_spec("abc_00001", tmp_path))  # none polled: all here
     assert repr(actor) == "Trial(abc_00001)"
-    assert [r["i"] for r in results] == [0, 1, 2] and error is None
+    assert [r["i"] for r in results] == [0, 1, 2] and error is None and takes == 0
     assert actor.poll("abc_00001", "", 1.0) == ([], True, None)
     assert [r["training_iteration"] for r in results] == [1, 2, 3]
     assert {r["trial_id"] for r in results} == {"abc_00001"}
+
+
+def reports_around_a_poll(config: dict[str, Any]) -> None:
+    tune.report({"i": 0})
+    config["polled"].wait(10)
+    tune.report({"i": 1})
+    tune.report({"i": 2})
+
+
+def test_a_runs_reply_holds_every_report_no_poll_took_and_counts_the_polls_that_took_some(
+        tmp_path: Path) -> None:
+    """The driver finishes a trial from its run's reply alone when it holds every poll reply
+    that took reports (a poll still in flight may never be answered): that reply must carry
+    the reports made after the last poll, even when the trial was polled before."""
+    polled = threading.Event()
+    actor = TrialActor(reports_around_a_poll)
+    replies: list[Any] = []
+    runner = threading.Thread(target=lambda: replies.append(
+        actor.run(_spec("r_1", tmp_path, config={"polled": polled}))))
+    runner.start()
+    first, done, _ = actor.poll("r_1", "", 10.0)
+    polled.set()
+    runner.join(10)
+    assert [r["i"] for r in first] == [0] and not done
+    results, error, takes = replies[0]
+    assert [r["i"] for r in results] == [1, 2] and error is None and takes == 1
+    assert actor.poll("r_1", "", 1.0) == ([], True, None)  # a late poll adds nothing
 
 
 def endless(config: dict[str, Any]) -> None:
@@ -90,7 +117,7 @@ def test_a_raising_trainable_ends_with_its_exception_and_traceback(tmp_path: Pat
     import cloudpickle
 
     actor = TrialActor(raises)
-    results, error = actor.run(_spec("r_1", tmp_path))
+    results, error, _ = actor.run(_spec("r_1", tmp_path))
     assert len(results) == 1 and error is not None
     blob, text = error
     assert isinstance(cloudpickle.loads(blob), KeyError) and "in raises" in text
@@ -102,7 +129,7 @@ def keywords(config: dict[str, Any]) -> None:
 
 
 def test_report_takes_a_dict_or_keywords(tmp_path: Path) -> None:
-    results, _ = TrialActor(keywords).run(_spec("k_1", tmp_path))
+    results, _, _ = TrialActor(keywords).run(_spec("k_1", tmp_path))
     assert [(r["loss"], r.get("acc")) for r in results] == [(0.5, None), (0.25, 0.9)]
 
 
@@ -112,7 +139,7 @@ def seed_style(config: dict[str, Any], reporter: Any) -> None:
 
 def test_reporter_style_trainables_get_a_reporter(tmp_path: Path) -> None:
     actor = TrialActor(seed_style)
-    [result], _ = actor.run(_spec("l_1", tmp_path))
+    [result], _, _ = actor.run(_spec("l_1", tmp_path))
     assert result["timesteps_total"] == 5 and result["mean_accuracy"] == 0.5
 
 

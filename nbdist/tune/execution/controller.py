@@ -9,11 +9,16 @@ notebook). State, all in this object:
     source        where configs come from (``nbdist.tune.search.make_trial_source``)
     scheduler     decides CONTINUE / PAUSE / STOP per result and which trial runs next
 
-A step waits for any running trial's poll reply (a batch of reports, or the end of the trial;
-before a trial's first poll, the end of its ``run``, which carries its reports),
-feeds each report to the stoppers, the searcher and the scheduler, and sends the next poll with
-the decision; the trial's actor carries it out at the trainable's next report. Reports after a
-STOP or PAUSE are dropped, so a trial's results end where its decision was made.
+A step waits for any running trial's poll reply (a batch of reports, or the end of the trial) or
+the end of its ``run`` (which carries the reports no poll took), feeds each report to the
+stoppers, the searcher and the scheduler, and sends the next poll with the decision; the trial's
+actor carries it out at the trainable's next report. Reports after a STOP or PAUSE are dropped,
+so a trial's results end where its decision was made.
+
+A trial whose ``run`` ended is finished from that reply even while a poll is still unanswered
+(the reply counts the polls that took reports, so none is lost), and the replies still owed
+once a trial has ended are waited for at most ``REPLY_DEADLINE_S``. A running trial is never
+failed for silence: its trainable may hold the GIL in a long native call.
 
 Trials are started only when their actor fits the cluster now (``ActorManager``). A failure
 (the trainable raised, or its process died) restarts the trial from its last checkpoint up to
@@ -49,6 +54,9 @@ WAIT_S = 0.5  # the longest the loop sleeps without news (time budget, interrupt
 # A trial told to stop or pause stops at its next report; one that does not report again
 # within this long (stuck in a long step) has its actor killed instead.
 STOP_GRACE_S = 10.0
+# Once a trial has ended (its poll said so, or its ``run`` returned), the reply still owed by
+# its idle actor comes at once; one missing this long means the actor cannot answer.
+REPLY_DEADLINE_S = 60.0
 CONTINUE, PAUSE, STOP = "CONTINUE", "PAUSE", "STOP"
 
 
@@ -72,6 +80,7 @@ class _Run:
     started: float
     key: str  # names this start of the trial in the actor's polls
     poll_ref: Any = None
+    answered: int = 0  # poll replies taken, compared with the polls ``run`` says took reports
     decision: str = ""
     decided_at: float = 0.0
     restart: bool = False  # PBT: start again right away from trial.restore_from
@@ -295,29 +304,44 @@ class TuneController:
             if run.poll_ref is None:
                 due = run.started + FIRST_POLL_S - now
                 if due <= 0:
-                    run.poll_ref = run.slot.handle.poll.remote(run.key, "", POLL_TIMEOUT_S)
+                    self.send_poll(run, "")
                 else:
                     timeout = min(timeout, due)
-        refs = {(run.poll_ref or run.run_ref): trial for trial, run in self.running.items()}
+        refs: dict[Any, Trial] = {}
+        for trial, run in self.running.items():
+            refs[run.run_ref] = trial
+            if run.poll_ref is not None:
+                refs[run.poll_ref] = trial
         ready, rest = nbdist.wait(list(refs), num_returns=1, timeout=timeout)
         if ready and rest:
             more, _ = nbdist.wait(rest, num_returns=len(rest), timeout=0)
             ready += more
+        # A poll's reply first: when a trial's poll and run end together, the poll's reports
+        # come before those of the run's reply.
+        ready.sort(key=lambda ref: not any(ref is run.poll_ref for run in self.running.values()))
         for ref in ready:
             trial = refs[ref]
             current = self.running.get(trial)
-            if current is not None and (current.poll_ref or current.run_ref) is ref:
+            if current is not None and (ref is current.poll_ref or ref is current.run_ref):
                 self.on_reply(trial, current, ref)
         self.storage.flush()
 
+    def send_poll(self, run: _Run, decision: str) -> None:
+        run.poll_ref = run.slot.handle.poll.remote(run.key, decision, POLL_TIMEOUT_S)
+
     def on_reply(self, trial: Trial, run: _Run, ref: Any) -> None:
         try:
+            results: list[dict[str, Any]] = []
+            done = True
             if ref is run.poll_ref:
-                results, done, error = nbdist.get(ref)
-            else:
-                results, done, error = [], True, None
+                results, done, _ = nbdist.get(ref)
+                run.answered += 1
             if done:  # what no poll took is in run's reply
-                leftovers, error = nbdist.get(run.run_ref)
+                leftovers, error, takes = self.run_reply(trial, run)
+                if takes > run.answered:  # the poll in flight took reports: they come first
+                    results = self.last_poll(trial, run) + results
+                elif ref is run.run_ref and run.poll_ref is not None:
+                    logger.debug("trial %s ended with a poll unanswered", trial.trial_id)
                 results = results + leftovers
         except Exception as exc:  # the actor died (killed, out of memory): retry or fail
             self.kill_run(trial)
@@ -333,9 +357,30 @@ class TuneController:
         if done:
             self.on_done(trial, run, error)
         else:
-            run.poll_ref = run.slot.handle.poll.remote(
-                run.key, run.decision if run.decision != CONTINUE else "",
-                POLL_TIMEOUT_S)
+            self.send_poll(run, run.decision if run.decision != CONTINUE else "")
+
+    @staticmethod
+    def run_reply(trial: Trial, run: _Run) -> tuple[list[dict[str, Any]], Any, int]:
+        """The reply of a ``run`` that has ended (its poll said so, or it is ready)."""
+        try:
+            leftovers, error, takes = nbdist.get(run.run_ref, timeout=REPLY_DEADLINE_S)
+        except nbdist.exceptions.GetTimeoutError:
+            raise TuneError(f"the actor of trial {trial.trial_id} said the trial ended but its "
+                            f"run did not return within {REPLY_DEADLINE_S:g} s") from None
+        return leftovers, error, takes
+
+    @staticmethod
+    def last_poll(trial: Trial, run: _Run) -> list[dict[str, Any]]:
+        """The reports of the poll in flight when the trial's ``run`` ended, which took some
+        of them (its reply is on its way)."""
+        try:
+            results, _, _ = nbdist.get(run.poll_ref, timeout=REPLY_DEADLINE_S)
+        except nbdist.exceptions.GetTimeoutError:
+            raise TuneError(f"trial {trial.trial_id} ended, but the reply of a poll that took "
+                            f"some of its reports did not come within {REPLY_DEADLINE_S:g} s"
+                            ) from None
+        run.answered += 1
+        return list(results)
 
     def on_done(self, trial: Trial, run: _Run, error: Any) -> None:
         del self.running[trial]

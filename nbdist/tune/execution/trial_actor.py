@@ -6,12 +6,14 @@ Two of its threads matter (it is a threaded actor, ``max_concurrency=2``):
            ── poll(key, decision) ▶ thread B: waits for reports, returns them all at once,
                                              and leaves the decision where report() sees it
 
-``run`` returns when the trainable ends (returns, raises, or is stopped at a report), with
-its failure and the reports no poll took: a short trial, over before the driver's first poll,
-costs one call. A poll names the run it is for (``spec["run_key"]``, one per start of a
-trial), so a trial paused and resumed on the same actor is never answered by its previous,
-finished run. The actor's repr names the trial it runs (``Trial(<trial id>)``), which is how
-the notebook groups a trial's printed lines.
+``run`` returns when the trainable ends (returns, raises, or is stopped at a report), with its
+failure, the reports no poll took, and how many polls took reports: a short trial, over before
+the driver's first poll, costs one call, and the driver can finish a trial from this reply alone
+when it holds every poll reply that took reports (a poll still in flight then has nothing to
+add, and may never be answered if the actor is stuck). A poll names the run it is for
+(``spec["run_key"]``, one per start of a trial), so a trial paused and resumed on the same actor
+is never answered by its previous, finished run. The actor's repr names the trial it runs
+(``Trial(<trial id>)``), which is how the notebook groups a trial's printed lines.
 """
 
 from __future__ import annotations
@@ -42,8 +44,9 @@ class TrialActor:
     def pid(self) -> int:
         return os.getpid()
 
-    def run(self, spec: dict[str, Any]) -> tuple[list[dict[str, Any]], Any]:
-        """Run one trial to its end; returns the reports no poll took, and its failure."""
+    def run(self, spec: dict[str, Any]) -> tuple[list[dict[str, Any]], Any, int]:
+        """Run one trial to its end; returns the reports no poll took, its failure, and the
+        number of polls that took reports."""
         session = _session.Session(spec)
         self.label = f"Trial({spec['trial_id']})"
         with self.cond:
@@ -63,7 +66,8 @@ class TrialActor:
         finally:
             _session.set_current(None)
             session.finish(error)
-        return session.leftovers(), error
+        leftovers, takes = session.leftovers()
+        return leftovers, error, takes
 
     def poll(self, run_key: str, decision: str, timeout: float) -> tuple[
             list[dict[str, Any]], bool, Any]:

@@ -79,7 +79,7 @@ class Session:
         self.results: list[dict[str, Any]] = []
         self.decision = ""
         self.done = False
-        self.polled = False  # once polled, every report goes out through polls
+        self.takes = 0  # polls that took reports
         # (the pickled exception or None, its traceback text)
         self.error: tuple[bytes | None, str] | None = None
         self.iteration = int(spec.get("iteration", 0))
@@ -148,21 +148,20 @@ class Session:
                                                            tuple[bytes | None, str] | None]:
         """Every buffered report, waiting up to ``timeout`` s for one; whether the trial ended."""
         with self.cond:
-            self.polled = True
             if decision:
                 self.decision = decision
             if not self.results and not self.done:
                 self.cond.wait(timeout)
             out, self.results = self.results, []
+            self.takes += bool(out)
             return out, self.done, self.error
 
-    def leftovers(self) -> list[dict[str, Any]]:
-        """At the end of a trial no one polled: its reports, for ``run``'s reply."""
+    def leftovers(self) -> tuple[list[dict[str, Any]], int]:
+        """At the end of a trial: the reports no poll took, for ``run``'s reply, and how many
+        polls took reports (each report goes out in exactly one reply)."""
         with self.cond:
-            if self.polled:
-                return []
             out, self.results = self.results, []
-            return out
+            return out, self.takes
 
 
 def current() -> Session | None:
