@@ -14,9 +14,12 @@ THRESHOLD`` or ``init(memory_usage_threshold=...)``) it kills (SIGKILL) the work
 recently started task that may be retried (``max_retries`` left), or, if none may, of the most
 recently started task: the newest work has lost the least. The task then runs again as any task
 whose worker died, and when its retries are used up ``get`` raises `OutOfMemoryError`. One
-worker at a time: no other is killed until the last one killed is gone (or KILL_WAIT_S passed),
-so the memory it held is counted free before the next decision. Actors are left alone (their
-state would be lost), and so are workers still connecting (they hold nothing yet).
+worker at a time: no other is killed until the last one killed is gone (or KILL_WAIT_S passed)
+and the memory it held shows as free: the kernel's counts trail an exit (per-CPU counters folded
+in every ``vm.stat_interval``, 1 s by default), so after a kill the next decision waits until the
+measure falls back under the threshold, or SETTLE_S passes. Actors are left alone (their state
+would be lost), and so are workers still connecting (forked for a task, still in their
+handshake: the task has not started and they hold nothing yet).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ log = logging.getLogger(__name__)
 
 CGROUP = "/sys/fs/cgroup"
 KILL_WAIT_S = 5.0  # a killed worker not reported gone by then no longer holds the next kill
+SETTLE_S = 1.0  # after it is gone, how long its freed memory may take to show in the measure
 
 
 def _read_int(path: str) -> int | None:
@@ -97,9 +101,10 @@ def pick_victim(workers: Iterable[Worker]) -> Worker | None:
     victim = None
     for worker in workers:
         task = worker.task
+        client = worker.client
         if (worker.state != "busy" or worker.actor is not None or task is None or task.finished
-                or worker.client is None):  # not connected yet: it has used nothing
-            continue
+                or client is None or (client.peer is not None and not client.peer.authed)):
+            continue  # not connected yet (its task waits for the handshake): it used nothing
         rank = (task.retries_left > 0, task.dispatched_at)
         if best is None or rank > best:
             best, victim = rank, worker
@@ -115,6 +120,7 @@ class MemoryMonitor:
         self.threshold = threshold
         self.interval = refresh_ms / 1000.0
         self.killing: Worker | None = None  # killed, not yet reported gone
+        self.gone_at = 0.0  # when the last one killed was gone, until the measure shows it
         self.killed_at = 0.0
         self.kills = 0
 
@@ -124,12 +130,19 @@ class MemoryMonitor:
 
     def check(self, workers: Iterable[Worker]) -> tuple[Worker, str] | None:
         """The worker to kill now and why, if memory is past the threshold."""
+        now = time.monotonic()
         if self.killing is not None:
-            if self.killing.state != "dead" and time.monotonic() - self.killed_at < KILL_WAIT_S:
+            if self.killing.state != "dead" and now - self.killed_at < KILL_WAIT_S:
                 return None
             self.killing = None
+            self.gone_at = now
         used, total = memory_usage()
-        if not total or used <= self.threshold * total:
+        over = bool(total) and used > self.threshold * total
+        if self.gone_at:
+            if over and now - self.gone_at < SETTLE_S:
+                return None  # the memory of the one killed may not show as free yet
+            self.gone_at = 0.0
+        if not over:
             return None
         victim = pick_victim(workers)
         if victim is None:

@@ -371,7 +371,9 @@ class Server:
         with contextlib.suppress(OSError):
             peer.sock.close()
         self.dirty.discard(peer)
-        if peer.authed:
+        # An authenticated peer, or one its owner already knows (``info`` set when it adopted
+        # it: a worker it forked ends its handshake first, and may be killed during it).
+        if peer.authed or peer.info is not None:
             self.on_close(peer)
 
     def close(self) -> None:

@@ -108,9 +108,17 @@ def test_pick_victim_prefers_the_newest_retriable_task() -> None:
             self.dispatched_at = started
             self.finished = False
 
-    def busy(pid: int, task: FakeTask) -> Worker:
+    class FakePeer:
+        def __init__(self, authed: bool) -> None:
+            self.authed = authed
+
+    class FakeClient:
+        def __init__(self, authed: bool) -> None:
+            self.peer = FakePeer(authed)
+
+    def busy(pid: int, task: FakeTask, authed: bool = True) -> Worker:
         worker = Worker(pid)
-        worker.client = object()  # type: ignore[assignment]
+        worker.client = FakeClient(authed)  # type: ignore[assignment]
         worker.state = "busy"
         worker.task = task  # type: ignore[assignment]
         return worker
@@ -122,3 +130,7 @@ def test_pick_victim_prefers_the_newest_retriable_task() -> None:
     assert pick_victim([old_retriable, newest_final, new_retriable]) is new_retriable
     assert pick_victim([newest_final, busy(4, FakeTask(0, now - 9))]) is newest_final
     assert pick_victim([Worker(5)]) is None
+    # A worker just forked for a task is still in its handshake: its task has not started and
+    # it holds nothing, so it is never the one killed (killed then, it used to go unnoticed).
+    handshaking = busy(6, FakeTask(1, now + 1), authed=False)
+    assert pick_victim([old_retriable, handshaking]) is old_retriable

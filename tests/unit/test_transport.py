@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 import pytest
+from polling import until
 
 from nbdist.wire import poller, server, transport
 
@@ -198,3 +199,25 @@ def test_out_of_band_frames_carry_buffers_uncopied_and_split_anywhere() -> None:
         (value, other, tiny), (after,) = got
         assert bytes(value[1]) == big and other == ("other", 1) and bytes(tiny[1]) == small
         assert after == ("after", 2)
+
+
+def test_an_adopted_peer_that_closes_during_its_handshake_is_reported_closed() -> None:
+    # A node adopts one end of a socketpair for each worker it forks and names the peer at
+    # once; a worker killed before its handshake ends must still be reported, or its task waits
+    # for ever for a process that is gone.
+    closed: list[Any] = []
+    srv = server.Server(SECRET, lambda peer, msgs: None, closed.append, handshake_timeout=30)
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    peer = srv.adopt(ours)
+    peer.info = "a worker"
+    stranger = srv.adopt(socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)[0])
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    try:
+        theirs.close()  # before sending a byte of the handshake
+        assert until(lambda: closed, timeout=5) == [peer]
+    finally:
+        srv.stop()
+        thread.join(5)
+        srv.close()
+    assert stranger not in closed
