@@ -7,6 +7,7 @@ local cluster with a shared-memory object store; code written for Ray's core API
 
 from collections.abc import Callable
 
+from nbdist import actor as actor  # `ray.actor.ActorHandle` in annotations; kept out of __all__
 from nbdist import events, exceptions, util  # util: like ray.util, part of `import nbdist`
 from nbdist.driver.actor import ActorClass, ActorHandle, method
 from nbdist.driver.api import (

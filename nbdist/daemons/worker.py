@@ -103,7 +103,7 @@ class Worker:
         self.secret = secret
         self.endpoint: links.Endpoint | None = None
         self.cancelled: set[int] = set()  # direct calls cancelled by their caller
-        self.running_async: dict[int, asyncio.Task] = {}  # direct async calls started
+        self.running_async: dict[int, asyncio.Task] = {}  # async calls started
         # Calls to run on the main thread, in arrival order; None means exit.
         self.inbox: collections.deque[tuple | None] = collections.deque()
         self.fn_bytes: dict[int, bytes] = {}
@@ -142,6 +142,9 @@ class Worker:
                     threading.main_thread():
                 # A real signal, so a task sleeping or blocked in a system call wakes up.
                 signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+            elif msg[1] in self.running_async and self.loop is not None:
+                # An async method: CancelledError in its coroutine, as for a direct call.
+                self.loop.call_soon_threadsafe(self.cancel_async, msg[1])
         elif op == P.EXIT:
             self.inbox.append(None)
 
@@ -426,12 +429,11 @@ class Worker:
         link = msg[4] if len(msg) > 4 else None
         assert self.async_sem is not None
         t0 = time.time()
-        if link is not None:
-            task = asyncio.current_task()
-            assert task is not None
-            self.running_async[task_id] = task
-            if task_id in self.cancelled:
-                task.cancel()  # cancelled before it started: it ends at its first await
+        task = asyncio.current_task()
+        assert task is not None
+        self.running_async[task_id] = task
+        if task_id in self.cancelled:
+            task.cancel()  # cancelled before it started: it ends at its first await
         try:
             async with self.group_sems.get(group, self.async_sem) if group else self.async_sem:
                 saved = self.enter(spec, link)
@@ -464,13 +466,15 @@ class Worker:
             self.setup_actor(spec)
             value = None
         nret = spec[P.S_NRET]
+        error = None
         if nret == 1:
             values = [value]
         elif nret == 0:
             values = []
         else:
-            values = list(value)
-            if len(values) != nret:
+            values, error = generators.static_returns(
+                value, nret, lambda exc: self.error_blob(spec, exc))
+            if error is None and len(values) != nret:
                 raise ValueError(
                     f"Task {spec[P.S_NAME]!r} declared num_returns={nret} but returned "
                     f"{len(values)} values.")
@@ -478,6 +482,8 @@ class Worker:
         first = spec[P.S_TASK_ID] + 1
         for i, v in enumerate(values):
             locs.append(self.store_value(first + i, v, spec[P.S_NAME]))
+        if error is not None:  # the returns its generator did not yield hold its error
+            locs += [(oid, error, 0, ()) for oid in range(first + len(values), first + nret)]
         task_id = spec[P.S_TASK_ID]
         client = self.client
         if link is None:
@@ -532,12 +538,14 @@ class Worker:
     def exit_by_user(self, spec: tuple, exc: SystemExit, t0: float,
                      link: links.Link | None) -> None:
         """``sys.exit()`` in user code ends this process, never the caller: a task's caller
-        sees its worker crash (retried as a crash is); an actor's call fails with
-        ActorDiedError and the actor is killed for good, as in Ray."""
+        sees its worker crash (retried as a crash is). In an actor, as in Ray, exit code 0
+        is the actor's own end: the call fails with ActorDiedError and the actor is killed for
+        good; another code is a crash, restarted and retried as one (``max_restarts``,
+        ``max_task_retries``)."""
         _flush_streams()
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         actor_id = spec[P.S_ACTOR]
-        if actor_id:
+        if actor_id and code == 0:
             err = ActorDiedError(
                 f"The actor {actor_id:x} exited: {spec[P.S_NAME]!r} called sys.exit("
                 f"{exc.code!r}). An actor that exits is not restarted.", f"{actor_id:x}")

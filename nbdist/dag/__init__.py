@@ -6,6 +6,7 @@ on nbdist's public API, so a DAG runs the same on nbdist's engine and on ``backe
                   method) and passes refs along the edges
     compiled.py   ``experimental_compile()``: the same DAG with its actors created once
     display.py    a bound DAG drawn as an inline SVG (its ``_repr_html_`` in a notebook)
+    input_node.py, output_node.py    Ray's module paths for the same classes
 
 ``.bind`` on `nbdist.RemoteFunction`, `nbdist.ActorClass` and actor methods only builds nodes
 here; nothing runs until ``execute``.

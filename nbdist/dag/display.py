@@ -172,3 +172,28 @@ def dag_html(root: Any) -> str:
     return (f'<div class="nbdist-dag-view" data-dag-nodes="{len(nodes)}" '
             f'data-dag-edges="{len(edges)}"><div style="font-size:12px;color:#555">'
             f'{caption}</div><div style="overflow:auto">{_svg(nodes, edges)}</div></div>')
+
+
+def dag_dot(root: Any) -> str:
+    """The DAG below ``root`` as Graphviz DOT text: one box per node, solid data edges,
+    dashed order edges (an actor's calls in the order ``execute`` keeps)."""
+    nodes, edges = dag_graph(root)
+    lines = ["digraph compiled_graph {", "  rankdir=LR;", "  node [shape=box];"]
+    for i, node in enumerate(nodes):
+        label = _label(node).replace("\\", "\\\\").replace('"', '\\"')
+        lines.append(f'  {i} [label="{i}: {label}"];')
+    for src, dst, kind in edges:
+        lines.append(f"  {src} -> {dst}" + (" [style=dashed];" if kind == "order" else ";"))
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def dag_text(root: Any) -> str:
+    """The DAG below ``root`` as plain text: its nodes in an order that runs inputs first, each
+    with the nodes it takes from."""
+    nodes, edges = dag_graph(root)
+    takes: dict[int, list[str]] = {}
+    for src, dst, kind in edges:
+        takes.setdefault(dst, []).append(f"{src}" if kind == "data" else f"{src} (order)")
+    return "".join(f"{i}: {_label(node)}" + (f" <- {', '.join(takes[i])}" if i in takes else "")
+                   + "\n" for i, node in enumerate(nodes))

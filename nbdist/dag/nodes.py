@@ -408,6 +408,30 @@ class CompiledDAG:
     async def execute_async(self, *args: Any, **kwargs: Any) -> Any:
         return self.execute(*args, **kwargs)
 
+    def visualize(self, filename: str = "compiled_graph", format: str = "png",
+                  view: bool = False, channel_details: bool = False) -> str | None:
+        """The DAG's graph, as Ray's method draws it: ``format="ascii"`` gives it as text
+        (printed, and None returned, when ``view``); another format is rendered to
+        ``filename.format`` by the ``graphviz`` package and its DOT text returned. There are
+        no channels here, so ``channel_details`` adds nothing."""
+        from nbdist.dag.display import dag_dot, dag_text
+
+        if format == "ascii":
+            text = dag_text(self._dag)
+            if view:
+                print(text, end="")
+                return None
+            return text
+        try:
+            import graphviz
+        except ImportError:
+            raise ImportError(
+                "Please install graphviz to visualize the compiled graph (pip install "
+                "graphviz), or use visualize(format='ascii').") from None
+        dot = dag_dot(self._dag)
+        graphviz.Source(dot).render(filename, format=format, view=view)
+        return dot
+
     def teardown(self, kill_actors: bool = False) -> None:
         """Release the DAG's actors (they end once no other handle to them remains)."""
         if kill_actors and self._actors:

@@ -111,8 +111,10 @@ class DirectCalls:
             # reads the answers, which needs ``lock``.
             link.send_lock.acquire()
         try:
-            # What the worker may ask the node for (escaped results, refs in the arguments)
-            # reaches the node before the call reaches the worker.
+            # What the worker may ask the node for (escaped results, refs in the arguments) is
+            # sent to the node before the call goes to the worker. The node may still read the
+            # worker's request first (another connection): the worker asks for them as coming
+            # (`CoreClient.fetch`), and the node waits for them.
             self.client.flush_ref_ops()
             link.send_held([msg])
         except OSError:

@@ -23,12 +23,19 @@ its items under its own ids and the caller takes them from the end when the task
 would be stored twice.
 
 Dynamic. ``num_returns="dynamic"``: the task's one return is a `DynamicObjectRefGenerator`
-(a list of refs, one per yielded value), made in the worker when the generator is done.
+(a list of refs, one per yielded value, and one more holding the error if the generator
+raised), made in the worker when the generator is done.
+
+Static. ``num_returns=N`` on a generator function: the worker takes its values for the N
+returns (`static_returns`); if it raises before the N-th, the returns it did not yield hold
+the error.
 """
 
 from __future__ import annotations
 
+import inspect
 import itertools
+import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -316,8 +323,8 @@ def run(client: Any, spec: tuple, fn: Any, args: list[Any], kwargs: dict[str, An
     if type(args[0]) is DynamicMarker:
         gen = fn(*args[1:], **kwargs)
         if hasattr(gen, "__anext__"):
-            gen = asyncio.run(_collect(gen))
-        return DynamicObjectRefGenerator([client.put(v) for v in gen])
+            return asyncio.run(_dynamic_async(client, gen, error_blob))
+        return _dynamic(client, gen, error_blob)
     stream = _Stream(client, spec, args[0], error_blob)
     try:
         gen = fn(*args[1:], **kwargs)
@@ -338,8 +345,9 @@ async def run_async(client: Any, spec: tuple, fn: Any, args: list[Any],
     gen = None
     if type(args[0]) is DynamicMarker:
         gen = fn(*args[1:], **kwargs)
-        values = await _collect(gen) if hasattr(gen, "__anext__") else list(gen)
-        return DynamicObjectRefGenerator([client.put(v) for v in values])
+        if hasattr(gen, "__anext__"):
+            return await _dynamic_async(client, gen, error_blob)
+        return _dynamic(client, gen, error_blob)
     stream = _Stream(client, spec, args[0], error_blob)
     try:
         gen = fn(*args[1:], **kwargs)
@@ -352,8 +360,45 @@ async def run_async(client: Any, spec: tuple, fn: Any, args: list[Any],
     return StreamEnd(stream.refs)
 
 
-async def _collect(gen: Any) -> list[Any]:
-    return [v async for v in gen]
+def _dynamic(client: Any, gen: Any, error_blob: Any) -> DynamicObjectRefGenerator:
+    """A ref per value ``gen`` yields; if it raises, its error is one more ref, the last, so
+    the values before it stay readable (as in Ray)."""
+    refs = []
+    try:
+        for value in gen:
+            refs.append(client.put(value))
+    except Exception as exc:
+        refs.append(put_error_at(client, client.ids.next(), error_blob(exc)))
+    return DynamicObjectRefGenerator(refs)
+
+
+async def _dynamic_async(client: Any, gen: Any, error_blob: Any) -> DynamicObjectRefGenerator:
+    refs = []
+    try:
+        async for value in gen:
+            refs.append(client.put(value))
+    except Exception as exc:
+        refs.append(put_error_at(client, client.ids.next(), error_blob(exc)))
+    return DynamicObjectRefGenerator(refs)
+
+
+def static_returns(value: Any, nret: int, error_blob: Any) -> tuple[list[Any], bytes | None]:
+    """The values of a task declared with ``num_returns=nret`` (> 1), and the error its
+    other returns hold: a generator that raises after yielding fewer than ``nret`` values
+    keeps those and its error fills the rest (as in Ray). One that raises after yielding
+    them all has its error printed, to the caller's output, and its returns kept."""
+    if not inspect.isgenerator(value):
+        return list(value), None
+    values: list[Any] = []
+    try:
+        for item in value:
+            values.append(item)
+    except Exception as exc:
+        if len(values) < nret:
+            return values, error_blob(exc)
+        print(f"The generator raised {exc!r} after yielding all its {nret} returns; "
+              "the error is ignored.", file=sys.stderr)
+    return values, None
 
 
 def _drive_sync(stream: _Stream, gen: Any) -> None:

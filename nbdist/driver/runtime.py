@@ -451,7 +451,9 @@ class CoreClient:
         with self._lock:
             self._fetching.update(oids)
         try:
-            self._block(oids, len(oids), timeout)
+            # Whoever gave us these locations holds the objects, so each is stored or on its way
+            # to the node (a caller's PUT races its direct call): the node waits for it.
+            self._block(oids, len(oids), timeout, coming=True)
             with self._lock:
                 out = {}
                 for oid in oids:
@@ -479,25 +481,26 @@ class CoreClient:
             raise ObjectLostError(f"Object {oid:x} could not be found in the object store.")
         return loc
 
-    def _request(self, oids: Iterable[int]) -> None:
+    def _request(self, oids: Iterable[int], coming: bool = False) -> None:
         ask = [o for o in oids if o not in self._expected and o not in self._requested]
         if ask:
             self._requested.update(ask)
-            self.send([(P.GET_REQ, ask)])
+            self.send([(P.GET_REQ, ask, True) if coming else (P.GET_REQ, ask)])
 
     def _block(self, oids: list[int], need: int, timeout: float | None,
-               progress: tuple[int, int, int] | None = None) -> bool:
+               progress: tuple[int, int, int] | None = None, coming: bool = False) -> bool:
         """Wait until ``need`` of ``oids`` are in the cache; False on timeout.
 
         ``progress`` = (wait_id, ready before, total): publish `WaitProgress` as values arrive,
-        at most every `PROGRESS_S`."""
+        at most every `PROGRESS_S`. ``coming``: the node is to wait for an id it does not know
+        yet rather than answer that it is gone."""
         waiter = Waiter(need)
         if progress is not None:
             waiter.wait_id, waiter.base, waiter.total = progress
             waiter.last = time.monotonic()
         with self._lock:
             self._waiters.add(oids, waiter, self._cache.__contains__)
-        self._request([o for o in oids if o not in self._cache])
+        self._request([o for o in oids if o not in self._cache], coming)
         blocked = self.mode == P.KIND_WORKER and self.ctx.task_id and not waiter.event.is_set()
         if blocked:
             self.send([(P.BLOCKED, self.ctx.task_id)])

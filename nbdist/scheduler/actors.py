@@ -11,9 +11,10 @@ object table through `handle_ref`): when none is left, a non-detached actor exit
 queued calls.
 
 Life (see `states` for the allowed moves): pending until its constructor returns, then alive;
-when its process (or its node) is lost it restarts while ``max_restarts`` allows, the calls
-that were running going back to the front of its queue as ``max_task_retries`` allows (else
-failing with ActorDiedError); dead is final and fails every queued and later call.
+when its process (or its node) is lost it restarts while ``max_restarts`` allows (-1, kept in
+``restarts_left``: no limit), the calls that were running going back to the front of its
+queue as ``max_task_retries`` allows (else failing with ActorDiedError); dead is final and
+fails every queued and later call.
 
 Tasks end through the task table; what to run next is placement's; ``place(task)`` (the node
 state's) places an actor's constructor again after its node was lost.
@@ -218,7 +219,7 @@ class ActorTable:
         if actor.killed:
             self.gone(actor, "it was killed with kill()")
             return
-        if actor.restarts_left <= 0 or actor.init_error is not None:
+        if actor.restarts_left == 0 or actor.init_error is not None:
             self.gone(actor, f"its process (pid={worker.pid}) {how}")
             return
         self._restarting(actor)
@@ -235,7 +236,8 @@ class ActorTable:
         self.placement.queue_actor(actor)
 
     def _restarting(self, actor: Actor) -> None:
-        actor.restarts_left -= 1
+        if actor.restarts_left > 0:  # -1: no limit, as in Ray
+            actor.restarts_left -= 1
         actor.restarts += 1
         actor.to("restarting")
 
@@ -262,7 +264,8 @@ class ActorTable:
         if actor is None or actor.remote != index or not actor.spec:
             return
         if what == "restarted":
-            actor.restarts_left = max(0, actor.restarts_left - 1)
+            if actor.restarts_left > 0:
+                actor.restarts_left -= 1
             actor.restarts += 1
             self._announce_restart(actor)
         elif what == "dead":
@@ -361,7 +364,7 @@ class ActorTable:
         restarting: dict[int, Actor] = {}
         for actor in [a for a in self.by_id.values() if a.remote == index and a.spec]:
             actor.remote = 0
-            if actor.killed or actor.restarts_left <= 0 or actor.state == "dead":
+            if actor.killed or actor.restarts_left == 0 or actor.state == "dead":
                 self.gone(actor, f"its node ({index}) was lost")
                 continue
             self._restarting(actor)

@@ -87,8 +87,8 @@ class NodeState:
             contained: tuple[int, ...], offset: int = -1) -> None:
         self.objects.put(client, oid, blob, shm_size, contained, offset)
 
-    def get_request(self, client: Client, oids: Iterable[int]) -> None:
-        self.objects.get_request(client, oids)
+    def get_request(self, client: Client, oids: Iterable[int], coming: bool = False) -> None:
+        self.objects.get_request(client, oids, coming)
 
     def reserve(self, client: Client, oid: int, size: int) -> str | None:
         return self.objects.reserve(client, oid, size)

@@ -255,12 +255,15 @@ class ObjectTable:
             return (oid, None, obj.shm_size, (), obj.offset)
         return (oid, obj.blob, obj.shm_size)
 
-    def get_request(self, client: Client, oids: Iterable[int]) -> None:
+    def get_request(self, client: Client, oids: Iterable[int], coming: bool = False) -> None:
+        """Send ``client`` each object once it is here. An unknown id is gone, unless it is
+        ``coming``: the asker got its location from a process that holds it, whose PUT may
+        still be on its way on another connection (a direct call's argument)."""
         for oid in oids:
             obj = self.by_id.get(oid)
-            if obj is None and oid >> P.OWNER_SHIFT not in (0, self.node_index) and (
-                    client.kind != P.KIND_NODE):
-                obj = self.by_id[oid] = Obj()  # a copy is on its way from the owner
+            if obj is None and (coming or oid >> P.OWNER_SHIFT not in (0, self.node_index)
+                                and client.kind != P.KIND_NODE):
+                obj = self.by_id[oid] = Obj()  # on its way (from its writer, or its owner node)
             if obj is None:
                 err = ObjectLostError(f"Object {oid:x} is gone: it was freed or never existed.")
                 self.io.send(client, (P.OBJ, (oid, system_error_blob(err), 0)))

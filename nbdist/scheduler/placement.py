@@ -1,10 +1,11 @@
 """Placement: where and when queued work runs, on this node or on another (layer L1).
 
-Owns the node's resources (``total``, ``avail``, ``free_gpus``), the queues of work that is
-ready to start (``ready``: resource shape -> FIFO of plain tasks whose arguments are here;
-``pending_actors``: actors waiting for a process or a node), ``need_dispatch`` (the daemon
-runs the node state's ``dispatch`` at the end of a loop turn when set), the other nodes as the
-head last reported them (``remote``) and the tasks no node can run yet (``parked``).
+Owns the node's resources (``total``, ``avail``, ``free_gpus``, ``shared_gpus``), the queues
+of work that is ready to start (``ready``: resource shape -> FIFO of plain tasks whose
+arguments are here; ``pending_actors``: actors waiting for a process or a node),
+``need_dispatch`` (the daemon runs the node state's ``dispatch`` at the end of a loop turn when
+set), the other nodes as the head last reported them (``remote``) and the tasks no node can run
+yet (``parked``).
 
 Invariants: ``avail`` is ``total`` minus what running tasks and live actors hold, except CPU
 lent back by a worker blocked in `get` (so it may go below zero for a moment when that worker
@@ -48,7 +49,10 @@ class Placement:
         self.loc = loc
         self.total = dict(resources)
         self.avail = dict(resources)
-        self.free_gpus = list(gpu_ids)
+        self.free_gpus = list(gpu_ids)  # GPUs nothing holds any part of
+        # GPUs fractional requests (num_gpus < 1) share -> the part still free; such requests
+        # pack onto the fullest one they fit in, as Ray's do
+        self.shared_gpus: dict[int, float] = {}
         self.group_gpus: dict[str, list[int]] = {}  # "GPU_group_<pg>" -> its free ids (bundles)
         # placement groups removed (or found infeasible) recently -> why (see bundles.py)
         self.ended_groups: collections.OrderedDict[str, str] = collections.OrderedDict()
@@ -78,7 +82,9 @@ class Placement:
         gpus: list[int] = []
         for name, amount in shape:
             avail[name] = avail.get(name, 0.0) - amount
-            if name == "GPU":
+            if name == "GPU" and amount < 1 - EPS:
+                gpus = self._share_gpu(amount)
+            elif name == "GPU":
                 n = int(amount + 0.999)
                 gpus, self.free_gpus = self.free_gpus[:n], self.free_gpus[n:]
             elif name in self.group_gpus:
@@ -92,16 +98,43 @@ class Placement:
         avail = self.avail
         total = self.total
         pool = self.free_gpus
+        share = 0.0
         for name, amount in shape:
             if "_group_" in name:
                 if name not in total:
                     continue  # its placement group was removed meanwhile
                 if name in self.group_gpus:
                     pool = self.group_gpus[name]
+            elif name == "GPU" and amount < 1 - EPS:
+                share = amount
             avail[name] = avail.get(name, 0.0) + amount
-        if gpus:
+        if gpus and share and pool is self.free_gpus:
+            self._unshare_gpu(gpus[0], share)
+        elif gpus:
             pool.extend(gpus)
         self.io.resources_changed()
+
+    def _share_gpu(self, amount: float) -> list[int]:
+        """The GPU a fractional request gets: the fullest shared one it fits in, else a free
+        one, which becomes shared."""
+        fits = [(left, gid) for gid, left in self.shared_gpus.items() if left >= amount - EPS]
+        if fits:
+            gid = min(fits)[1]
+        elif self.free_gpus:
+            gid = self.free_gpus.pop(0)
+            self.shared_gpus[gid] = 1.0
+        else:
+            return []
+        self.shared_gpus[gid] -= amount
+        return [gid]
+
+    def _unshare_gpu(self, gid: int, amount: float) -> None:
+        left = self.shared_gpus.get(gid, 0.0) + amount
+        if left >= 1 - EPS:
+            self.shared_gpus.pop(gid, None)
+            self.free_gpus.append(gid)
+        else:
+            self.shared_gpus[gid] = left
 
     def lend_cpu(self, cpu: float) -> None:
         """A worker blocked in `get` gives back its task's CPU (negative: takes it again;
