@@ -5,7 +5,10 @@ local cluster with a shared-memory object store; code written for Ray's core API
 ``import nbdist as ray``. The names below are the whole public surface.
 """
 
+import sys as _sys
 from collections.abc import Callable
+
+import cloudpickle as cloudpickle  # `from ray import cloudpickle`; kept out of __all__
 
 from nbdist import actor as actor  # `ray.actor.ActorHandle` in annotations; kept out of __all__
 from nbdist import events, exceptions, util  # util: like ray.util, part of `import nbdist`
@@ -105,3 +108,8 @@ __all__ = [
     "util",
     "wait",
 ]
+
+# `import ray.cloudpickle` / `from ray.cloudpickle import dumps` spelled for nbdist: the
+# cloudpickle nbdist serializes with, reachable as a submodule (a file of that name in this
+# package would shadow the real one wherever this folder is on sys.path).
+_sys.modules.setdefault(__name__ + ".cloudpickle", cloudpickle)

@@ -31,12 +31,7 @@ def test_an_error_after_every_fixed_return_was_yielded_leaves_them_readable(back
     assert nbdist.get([first, second]) == [0, 1]
 
 
-def test_a_dynamic_generator_keeps_its_values_and_ends_with_its_error(
-        backend, request: pytest.FixtureRequest) -> None:
-    if backend == "ray":
-        # nbdist's wrapper for dynamic generators on Ray (backends/ray/generators.py,
-        # `dynamic`) still fails the whole task when the generator raises.
-        request.applymarker(pytest.mark.xfail(strict=True, reason="dynamic wrapper on Ray"))
+def test_a_dynamic_generator_keeps_its_values_and_ends_with_its_error(backend) -> None:
     refs = list(nbdist.get(two_then_fail.options(num_returns="dynamic").remote()))
     assert len(refs) == 3
     assert nbdist.get(refs[:2]) == [0, 1]

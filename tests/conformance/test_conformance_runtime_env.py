@@ -84,3 +84,23 @@ def test_bad_runtime_env_fails_where_given(backend: str) -> None:
         env_and_pid.options(runtime_env={"env_vars": {"A": 1}})
     with pytest.raises(ValueError, match="working_dir"):
         env_and_pid.options(runtime_env={"workdir": "."})
+
+
+def test_runtime_env_class_is_the_dict_an_option_takes(backend: str) -> None:
+    from nbdist.runtime_env import RuntimeEnv, RuntimeEnvConfig
+
+    env = RuntimeEnv(env_vars={"NBDIST_CLASS_VAR": "typed"},
+                     config=RuntimeEnvConfig(setup_timeout_seconds=120))
+    assert env == {"env_vars": {"NBDIST_CLASS_VAR": "typed"},
+                   "config": {"setup_timeout_seconds": 120, "eager_install": True}}
+    value, _ = ray.get(env_and_pid.options(runtime_env=env).remote("NBDIST_CLASS_VAR"))
+    assert value == "typed"
+    with pytest.raises(ValueError, match="env_vars"):
+        RuntimeEnv(env_var={"NBDIST_CLASS_VAR": "typo"})
+
+
+def test_cloudpickle_is_reachable_as_in_ray(backend: str) -> None:
+    from nbdist import cloudpickle
+
+    square = cloudpickle.loads(cloudpickle.dumps(lambda x: x * x))
+    assert ray.get(ray.remote(lambda f: f(7)).remote(square)) == 49

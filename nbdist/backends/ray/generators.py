@@ -93,11 +93,22 @@ def _sync_steps(agen: Any) -> Iterator[Any]:
 
 def dynamic(fn: Any, name: str, tag: str | None, args: Any, kwargs: Any,
             setup: Any) -> DynamicObjectRefGenerator:
-    """A ``num_returns="dynamic"`` call: every value put in Ray's store, the refs returned."""
+    """A ``num_returns="dynamic"`` call: every value put in Ray's store, the refs returned.
+    If the generator raises, the values it yielded stay readable and its error is one more
+    ref, the last (as nbdist's engine does): a task that only re-raises it."""
     import ray
 
-    return DynamicObjectRefGenerator([RayRef(ray.put(v)) for v in stream(
-        fn, name, tag, args, kwargs, setup)])
+    refs: list[Any] = []
+    try:
+        for value in stream(fn, name, tag, args, kwargs, setup):
+            refs.append(RayRef(ray.put(value)))
+    except Exception as exc:
+        refs.append(RayRef(ray.remote(num_cpus=0, max_retries=0)(_reraise).remote(exc)))
+    return DynamicObjectRefGenerator(refs)
+
+
+def _reraise(exc: BaseException) -> None:
+    raise exc
 
 
 def make_task_function(fn: Any, name: str, kind: str, setup: Any) -> Any:
