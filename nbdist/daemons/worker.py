@@ -234,7 +234,7 @@ class Worker:
                            for loc in msg[2]]
         missing = [dep for dep, loc in zip(spec[P.S_DEPS], locs, strict=True) if loc is None]
         if missing:
-            got = self.client.fetch(missing)
+            got = self.client.fetch(missing, coming=True)
             locs = [got[dep] if loc is None else loc
                     for dep, loc in zip(spec[P.S_DEPS], locs, strict=True)]
         for loc in locs:

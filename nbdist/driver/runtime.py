@@ -444,16 +444,17 @@ class CoreClient:
                 self._mapped[oid] = view
         return serialization.loads(view)
 
-    def fetch(self, oids: list[int], timeout: float | None = None) -> dict[int, tuple]:
+    def fetch(self, oids: list[int], timeout: float | None = None,
+              coming: bool = False) -> dict[int, tuple]:
         """The locations of ``oids``, which this process need not hold (a direct call's
         arguments, a spilled object), once the node has sent them (within ``timeout``: those
-        it had)."""
+        it had). ``coming``: a direct call's arguments, which the caller holds, so each is
+        stored or on its way to the node (the caller's PUT races its call): the node waits for
+        an id it does not know yet rather than answer that it is gone."""
         with self._lock:
             self._fetching.update(oids)
         try:
-            # Whoever gave us these locations holds the objects, so each is stored or on its way
-            # to the node (a caller's PUT races its direct call): the node waits for it.
-            self._block(oids, len(oids), timeout, coming=True)
+            self._block(oids, len(oids), timeout, coming=coming)
             with self._lock:
                 out = {}
                 for oid in oids:
