@@ -22,6 +22,7 @@ import logging
 import os
 import shutil
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import nbdist
@@ -30,10 +31,10 @@ from nbdist.exceptions import ActorDiedError
 from nbdist.tune.checkpoint import Checkpoint
 
 from .checkpoint_manager import CheckpointManager
-from .config import FailureConfig
+from .config import FailureConfig, RunConfig, ScalingConfig
 from .context import Report, SessionStart
 from .errors import WorkerGroupError, describe_failure, root_rank
-from .result import Result
+from .result import Result, write_snapshot
 from .worker_group import WORKER_START_TIMEOUT_S, WorkerGroup
 
 if TYPE_CHECKING:
@@ -73,8 +74,16 @@ class Controller:
         self.last_metrics: list[dict[str, Any]] = [{} for _ in range(self.num_workers)]
         self.start_timeout = float(os.environ.get(START_TIMEOUT_ENV, WORKER_START_TIMEOUT_S))
         self.tune_report = _tune_report()
+        self.callbacks = list(run_config.callbacks or [])
+        self.run_context = RunContext(run_config, trainer.train_loop_config,
+                                      trainer.scaling_config, self.name)
+        self.env_vars = {str(k): str(v) for k, v in
+                         (run_config.worker_runtime_env or {}).get("env_vars", {}).items()}
+        # Reports by index until every rank has made that one (for callbacks' after_report).
+        self.rounds: dict[int, dict[int, Report]] = {}
 
     def run(self) -> Result:
+        self.trainer.run_config.check()
         if not nbdist.is_initialized():
             nbdist.init()
         os.makedirs(self.run_dir, exist_ok=True)
@@ -118,11 +127,13 @@ class Controller:
         clean = False
         try:
             contexts = group.contexts(self.name, os.path.dirname(self.run_dir), scaling.use_gpu)
-            values, failed = gather(group.setup_refs(contexts, trainer.backend_config))
+            values, failed = gather(group.setup_refs(contexts, trainer.backend_config,
+                                                     self.env_vars))
             if failed:
                 return values, failed
             checkpoint = self.manager.latest or trainer.resume_from_checkpoint
             start = len(self.history)
+            self.rounds.clear()  # a failed attempt's unfinished rounds are not resumed
             self._publish_all("RUNNING", "")
             runs = [actor.run.remote(trainer.train_loop_per_worker, trainer.train_loop_config,
                                      SessionStart(contexts[rank], self.run_dir, start,
@@ -171,8 +182,27 @@ class Controller:
             if not failed:
                 failed.update(_unanswered(polls, ended))
         if failed:
+            self._drain(polls, failed)
             failed.update(_more_failures(running, failed))
+            self._call_back("after_exception", dict(failed))
         return values, failed
+
+    def _drain(self, polls: dict[int, Any], failed: dict[int, BaseException]) -> None:
+        """Take what the live workers reported before the failure was seen: a report whose
+        ``train.report`` returned (rank 0's last checkpoint above all) is the restart's starting
+        point and must not be lost. A long poll answers at once when reports wait, so waiting
+        one poll's length takes every report made by then."""
+        live = {rank: ref for rank, ref in polls.items() if rank not in failed}
+        if not live:
+            return
+        ready, _ = nbdist.wait(list(live.values()), num_returns=len(live), timeout=POLL_S + 0.5)
+        for rank, ref in live.items():
+            if ref in ready:
+                try:
+                    reports, _ = nbdist.get(ref)
+                except Exception:  # this worker died too: the failure is already known
+                    continue
+                self._take(rank, reports)
 
     @staticmethod
     def _cause(error: BaseException, run_ref: Any) -> BaseException:
@@ -202,7 +232,27 @@ class Controller:
                     path = report.checkpoint_path
                     self.tune_report(report.metrics,
                                      checkpoint=None if path is None else Checkpoint(path))
+            self._round(rank, report)
             self._publish(rank, "RUNNING", note)
+
+    def _round(self, rank: int, report: Report) -> None:
+        """Call ``after_report`` once every rank has made report number ``report.index``."""
+        if not self.callbacks:
+            return
+        got = self.rounds.setdefault(report.index, {})
+        got[rank] = report
+        if len(got) < self.num_workers:
+            return
+        del self.rounds[report.index]
+        path = got[0].checkpoint_path
+        self._call_back("after_report", [got[r].metrics for r in range(self.num_workers)],
+                        None if path is None else Checkpoint(path))
+
+    def _call_back(self, method: str, *args: Any) -> None:
+        for callback in self.callbacks:
+            hook = getattr(callback, method, None)
+            if hook is not None:
+                hook(self.run_context, *args)
 
     def _keep(self, report: Report) -> None:
         assert report.checkpoint_path is not None
@@ -210,6 +260,7 @@ class Controller:
                                         report.metrics)
         for checkpoint in dropped:
             shutil.rmtree(checkpoint.path, ignore_errors=True)
+        write_snapshot(self.run_dir, self.history, self.manager.best_checkpoints)
 
     def _publish(self, rank: int, status: str, note: str) -> None:
         metrics = tuple((k, float(v)) for k, v in self.last_metrics[rank].items()
@@ -234,10 +285,31 @@ class Controller:
         return self._result(error=error)
 
     def _result(self, error: WorkerGroupError | None = None, return_value: Any = None) -> Result:
+        write_snapshot(self.run_dir, self.history, self.manager.best_checkpoints)
         return Result(metrics=self.history[-1] if self.history else None,
                       checkpoint=self.manager.latest, error=error, path=self.run_dir,
                       best_checkpoints=self.manager.best_checkpoints,
-                      return_value=return_value, history=list(self.history))
+                      return_value=return_value, history=list(self.history),
+                      _config=self.trainer.train_loop_config)
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What a callback is told about the run (Ray's ``TrainRunContext``)."""
+
+    run_config: RunConfig
+    train_loop_config: dict[str, Any] | None
+    scaling_config: ScalingConfig
+    experiment_name: str
+
+    def get_run_config(self) -> RunConfig:
+        return self.run_config
+
+    def get_train_loop_config(self) -> dict[str, Any] | None:
+        return self.train_loop_config
+
+    def get_scaling_config(self) -> ScalingConfig:
+        return self.scaling_config
 
 
 def gather(refs: list[Any]) -> tuple[dict[int, Any], dict[int, BaseException]]:
