@@ -1,5 +1,6 @@
 """Interrupting a kernel that runs ``trainer.fit()``: the cell ends with KeyboardInterrupt and
-every worker process of the run is gone, through a real kernel and real workers."""
+every worker process of the run is gone, through a real kernel and real workers. Until then,
+each worker's output shows in the cell that called ``fit()``, prefixed with its rank."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import os, pathlib, threading
 from nbdist import train
 
 def blocked_loop(config):
+    print("hello from rank", train.get_context().get_world_rank(), flush=True)
     pathlib.Path(config["dir"], f"pid-{os.getpid()}").touch()
     train.report({"step": 0})
     threading.Event().wait()  # a training step that never ends
@@ -47,6 +49,12 @@ def test_interrupting_fit_ends_the_run_and_kills_its_workers(
     msg_id = kernel.submit(FIT % (str(tmp_path), str(tmp_path / "results")))
     pids = poll(lambda: len(_pids(tmp_path)) == 2 and _pids(tmp_path), timeout=60,
                 what="both workers to start their training function")
+    # Each worker's output reaches the cell that called fit(), prefixed with its rank.
+    for rank in (0, 1):
+        poll(lambda rank=rank: any(
+            line.startswith(f"(rank {rank} pid=") and line.endswith(
+                f"hello from rank {rank}") for line in kernel.text_for(msg_id).splitlines()),
+             what=f"rank {rank}'s output, prefixed, in the fit cell")
     kernel.km.interrupt_kernel()
     reply = kernel.reply(msg_id)["content"]
     assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt", reply
