@@ -36,6 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from nbdist.driver import generators, runtime, runtime_env
+from nbdist.driver.actor import READY_METHOD
 from nbdist.driver.client_parts import Dep
 from nbdist.exceptions import ActorDiedError, SerializationError, TaskCancelledError, TaskError
 from nbdist.wire import links, serialization, transport
@@ -338,7 +339,10 @@ class Worker:
         if spec[P.S_ACTOR] and method == P.ACTOR_INIT:
             return self.constructor(self.load_fn(spec[P.S_FID])), args, kwargs
         if spec[P.S_ACTOR]:
-            return getattr(self.instance, method.partition("@")[0]), args, kwargs
+            name = method.partition("@")[0]
+            if name == READY_METHOD and not hasattr(self.instance, name):
+                return _ready, args, kwargs
+            return getattr(self.instance, name), args, kwargs
         return self.load_fn(spec[P.S_FID]), args, kwargs
 
     def use_gpus(self, gpu_ids: list[int]) -> None:
@@ -589,6 +593,10 @@ class Worker:
             self.group_pools = {g: ThreadPoolExecutor(n, thread_name_prefix=f"nbdist-{g}")
                                 for g, n in groups.items()}
         self.listen()
+
+
+def _ready() -> bool:
+    return True
 
 
 def _flush_streams() -> None:

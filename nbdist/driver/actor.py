@@ -35,6 +35,10 @@ def method(**options: Any) -> Any:
     return wrap
 
 
+# Every actor answers this method with True once its constructor has run (Ray's name).
+READY_METHOD = "__ray_ready__"
+
+
 def _method_table(cls: type) -> dict[str, tuple[Any, bool]]:
     table: dict[str, tuple[Any, bool]] = {}
     for name, fn in inspect.getmembers(cls, predicate=callable):
@@ -181,6 +185,8 @@ class ActorHandle:
         methods = self.__dict__.get("_methods")
         if methods is not None and name in methods:
             return self._method(name, methods[name][0])
+        if name == READY_METHOD and methods is not None:
+            return self._method(name, 1)
         if methods is None:
             raise AttributeError(name)
         raise AttributeError(

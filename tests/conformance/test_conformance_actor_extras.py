@@ -1,6 +1,6 @@
 """Actors beyond the basics, on both backends: ``async def __init__``, ``sys.exit()`` in an
 actor method or a task, fate sharing with the creating actor, the actor's ``__repr__`` in
-output prefixes, concurrency groups."""
+output prefixes, concurrency groups, ``__ray_ready__``."""
 
 from __future__ import annotations
 
@@ -139,6 +139,14 @@ def test_async_init_runs_on_the_actors_loop(backend) -> None:
     assert nbdist.get(actor.get.remote()) == 7
     # A task the constructor started keeps running on the actor's loop.
     poll(lambda: nbdist.get(actor.ticking.remote()) > 2, timeout=60)
+
+
+def test_every_actor_answers_ray_ready_once_constructed(backend) -> None:
+    # Sync, async and threaded actors alike; the user's class defines no such method.
+    for actor in (Quitter.remote(), AsyncInit.remote(1), Quitter.options(
+            max_concurrency=2).remote()):
+        assert nbdist.get(actor.__ray_ready__.remote(), timeout=60) is True
+    assert nbdist.get(actor.ping.remote()) == "pong"
 
 
 def test_sys_exit_in_an_actor_method_ends_the_actor(backend) -> None:

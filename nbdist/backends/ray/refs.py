@@ -101,7 +101,8 @@ class RayActorHandle(ActorHandle):
         key = (method, nret, task_name, group)
         found = self._calls.get(key)
         if found is None:
-            direct = direct_method(method)
+            # Ray's own actors answer __ray_ready__ themselves.
+            direct = direct_method(method) or method == "__ray_ready__"
             call = getattr(self.ray_handle, method if direct else "nbdist_call")
             options: dict[str, Any] = {}
             if isinstance(nret, tuple):  # ("streaming", backpressure)
