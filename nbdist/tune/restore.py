@@ -36,7 +36,8 @@ def restored_search(path: str, trainable: Any, name: str, *, resume_unfinished: 
 _FIELDS = frozenset({
     "trial_id", "config", "status", "trainable_name", "experiment_tag", "evaluated_params",
     "resources", "bundles", "placement_strategy", "last_result", "checkpoint", "checkpoints",
-    "error", "error_file", "num_failures", "local_path", "relative_logdir"})
+    "error", "error_file", "num_failures", "local_path", "relative_logdir",
+    "custom_trial_name"})
 
 
 def reset_unfinished(trials: list[Trial], *, resume_unfinished: bool, resume_errored: bool,

@@ -8,12 +8,11 @@ the result's value reaches it (``{"training_iteration": 10, "mean_accuracy": 0.9
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections import defaultdict, deque
 from collections.abc import Callable, Mapping
 from typing import Any
-
-import numpy as np
 
 
 class Stopper:
@@ -116,7 +115,7 @@ class TrialPlateauStopper(Stopper):
                 return False
             if self._mode == "max" and value < self._threshold:
                 return False
-        return float(np.std(self._window[trial_id])) <= self._std
+        return statistics.pstdev(self._window[trial_id]) <= self._std
 
 
 class ExperimentPlateauStopper(Stopper):
@@ -136,7 +135,7 @@ class ExperimentPlateauStopper(Stopper):
     def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
         self._values.append(float(result[self._metric]))
         ordered = sorted(self._values, reverse=self._mode == "max")[:self._top]
-        if len(ordered) == self._top and float(np.std(ordered)) <= self._std:
+        if len(ordered) == self._top and statistics.pstdev(ordered) <= self._std:
             self._calm += 1
         else:
             self._calm = 0

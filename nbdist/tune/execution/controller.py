@@ -13,7 +13,8 @@ A step waits for any running trial's poll reply (a batch of reports, or the end 
 the end of its ``run`` (which carries the reports no poll took), feeds each report to the
 stoppers, the searcher and the scheduler, and sends the next poll with the decision; the trial's
 actor carries it out at the trainable's next report. Reports after a STOP or PAUSE are dropped,
-so a trial's results end where its decision was made.
+so a trial's results end where its decision was made. A callback that sets
+``should_checkpoint`` in a result has the next poll carry ``SAVE`` as well.
 
 A trial whose ``run`` ended is finished from that reply even while a poll is still unanswered
 (the reply counts the polls that took reports, so none is lost), and the replies still owed
@@ -43,7 +44,10 @@ from nbdist.tune.error import TuneError
 from nbdist.tune.execution import publish
 from nbdist.tune.execution.actors import ActorManager, ActorSlot, actor_key
 from nbdist.tune.experiment.trial import Trial
+from nbdist.tune.result import SHOULD_CHECKPOINT
+from nbdist.tune.stopper import DictStopper
 from nbdist.tune.trainable.resources import resources_of
+from nbdist.tune.trainable.session import SAVE
 
 logger = logging.getLogger(__name__)
 POLL_TIMEOUT_S = 2.0  # how long an actor's poll waits for a report before answering empty
@@ -84,6 +88,7 @@ class _Run:
     decision: str = ""
     decided_at: float = 0.0
     restart: bool = False  # PBT: start again right away from trial.restore_from
+    save: bool = False  # a callback asked for a checkpoint (``should_checkpoint``)
 
 
 class TuneController:
@@ -214,6 +219,8 @@ class TuneController:
         trial = Trial(trial_id=trial_id, config=config, trainable_name=self.trainable_name,
                       experiment_tag=tag, evaluated_params=_flatten(config),
                       resources=resources, bundles=bundles, placement_strategy=strategy)
+        if self.settings.trial_name_creator is not None:  # named once, as Ray: str(trial)
+            trial.custom_trial_name = str(self.settings.trial_name_creator(trial))
         self.storage.trial_dir(trial, self.dirname(trial))
         self.storage.write_params(trial)
         self.trials.append(trial)
@@ -242,7 +249,7 @@ class TuneController:
                                            trial.placement_strategy)
         restore, offset = self.restore_point(trial)
         spec = {
-            "trial_id": trial.trial_id, "trial_name": self.trial_name(trial),
+            "trial_id": trial.trial_id, "trial_name": str(trial),
             "config": trial.config, "trial_dir": trial.local_path,
             "experiment_name": self.storage.name, "resources": trial.resources,
             "bundles": trial.bundles, "checkpoint": restore, "iteration": offset,
@@ -250,6 +257,7 @@ class TuneController:
             "time_total": float(trial.last_result.get("time_total_s", 0.0) or 0.0),
             "checkpoint_frequency": self.settings.checkpoint_config.checkpoint_frequency,
             "checkpoint_at_end": bool(self.settings.checkpoint_config.checkpoint_at_end),
+            "stop": self.stopper.criteria if isinstance(self.stopper, DictStopper) else None,
         }
         self.starts += 1
         spec["run_key"] = f"{trial.trial_id}/{self.starts}"
@@ -263,10 +271,6 @@ class TuneController:
             self.callbacks.on_trial_restore(self.iteration, self.trials, trial)
         self.callbacks.on_trial_start(self.iteration, self.trials, trial)
         return True
-
-    def trial_name(self, trial: Trial) -> str:
-        make = self.settings.trial_name_creator
-        return str(make(trial)) if make is not None else str(trial)
 
     def restore_point(self, trial: Trial) -> tuple[Checkpoint | None, int]:
         """The checkpoint to start from and the iteration it stands for."""
@@ -357,7 +361,11 @@ class TuneController:
         if done:
             self.on_done(trial, run, error)
         else:
-            self.send_poll(run, run.decision if run.decision != CONTINUE else "")
+            decision = run.decision if run.decision != CONTINUE else ""
+            if run.save:
+                run.save = False
+                decision = f"{decision}+{SAVE}" if decision else SAVE
+            self.send_poll(run, decision)
 
     @staticmethod
     def run_reply(trial: Trial, run: _Run) -> tuple[list[dict[str, Any]], Any, int]:
@@ -437,6 +445,10 @@ class TuneController:
         elif decision == PAUSE:
             trial.status = Trial.PAUSED
         self.callbacks.on_trial_result(self.iteration, self.trials, trial, result)
+        # As Ray: a callback may ask for a checkpoint by setting the key in the result it got
+        # (a pause saves one anyway; a result that brought a checkpoint needs no other).
+        if result.get(SHOULD_CHECKPOINT) and checkpoint is None and decision != PAUSE:
+            self.running[trial].save = True
         publish.trial(self, trial, note=note)
         return decision if decision in (STOP, PAUSE) else ""
 
@@ -582,5 +594,5 @@ def _trial_state(trial: Trial) -> dict[str, Any]:
         "last_result": trial.last_result, "checkpoint": trial.checkpoint,
         "checkpoints": trial.checkpoints, "error": trial.error, "error_file": trial.error_file,
         "num_failures": trial.num_failures, "local_path": trial.local_path,
-        "relative_logdir": trial.relative_logdir,
+        "relative_logdir": trial.relative_logdir, "custom_trial_name": trial.custom_trial_name,
     }

@@ -29,6 +29,10 @@ from nbdist.tune.checkpoint import Checkpoint
 from nbdist.tune.trainable import session as _session
 from nbdist.tune.trainable.trainable import DICT_CHECKPOINT, Trainable, load_trainable_checkpoint
 
+# How long a class trainable that ended on its own waits for the driver's answer to its last
+# reports (a checkpoint a callback asks for) before it returns.
+AWAIT_DRIVER_S = 5.0
+
 
 class TrialActor:
     def __init__(self, trainable: Any) -> None:
@@ -109,23 +113,35 @@ class TrialActor:
         instance._iteration = int(spec.get("iteration", 0))
         if spec.get("checkpoint") is not None:
             load_trainable_checkpoint(instance, spec["checkpoint"])
-        frequency = int(spec.get("checkpoint_frequency", 0) or 0)
-        stopped = ""
-        try:
-            while True:
-                result = instance.step()
-                if not isinstance(result, dict):
-                    raise TypeError(f"{type(instance).__name__}.step() must return a dict of "
-                                    f"metrics, not {type(result).__name__}")
-                instance._iteration += 1
-                due = frequency and instance._iteration % frequency == 0
-                session.report(result, _save(instance, session) if due else None)
-                if result.get("done"):
-                    break
-        except _session.StopTrial as stop:
-            stopped = str(stop)
-        if stopped == "PAUSE" or spec.get("checkpoint_at_end"):
+        stopped = _step_until_stopped(instance, session)
+        if stopped == "ended":  # on its own: a callback may yet ask for a checkpoint
+            session.await_driver(AWAIT_DRIVER_S)
+        if stopped == "PAUSE" or spec.get("checkpoint_at_end") or session.take_save_request():
             session.final_checkpoint(_save(instance, session))
+
+
+def _step_until_stopped(instance: Trainable, session: _session.Session) -> str:
+    """Step and report until the trainable ends ("ended") or the driver's decision stops it
+    ("STOP", "PAUSE"), saving checkpoints as due or as asked."""
+    frequency = int(session.spec.get("checkpoint_frequency", 0) or 0)
+    try:
+        while True:
+            if session.decision:  # before a step, so its report is not one to drop
+                return "ended" if session.ended_itself else session.decision
+            result = instance.step()
+            if not isinstance(result, dict):
+                raise TypeError(f"{type(instance).__name__}.step() must return a dict of "
+                                f"metrics, not {type(result).__name__}")
+            instance._iteration += 1
+            due = (frequency and instance._iteration % frequency == 0) or result.get(
+                "should_checkpoint")
+            session.report(result, _save(instance, session) if due else None)
+            if result.get("done"):
+                return "ended"
+            if session.take_save_request():
+                session.final_checkpoint(_save(instance, session))
+    except _session.StopTrial as stop:
+        return str(stop)
 
 
 def _wants_reporter(fn: Any) -> bool:

@@ -44,6 +44,7 @@ class Trial:
     local_path: str = ""
     relative_logdir: str = ""
     stopping: str = ""  # the decision sent to its actor and not yet carried out
+    custom_trial_name: str | None = None  # what TuneConfig(trial_name_creator=) made of it
 
     @property
     def placement_group_factory(self) -> Any:
@@ -65,6 +66,8 @@ class Trial:
         return int(self.last_result.get("training_iteration", 0) or 0)
 
     def __str__(self) -> str:
+        if self.custom_trial_name:
+            return self.custom_trial_name
         return f"{self.trainable_name}_{self.trial_id}"
 
     def __repr__(self) -> str:

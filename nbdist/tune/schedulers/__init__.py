@@ -12,6 +12,7 @@ from typing import Any
 from nbdist.tune.schedulers.async_hyperband import ASHAScheduler, AsyncHyperBandScheduler
 from nbdist.tune.schedulers.hyperband import HyperBandScheduler
 from nbdist.tune.schedulers.median_stopping_rule import MedianStoppingRule
+from nbdist.tune.schedulers.pb2 import PB2
 from nbdist.tune.schedulers.pbt import PopulationBasedTraining
 from nbdist.tune.schedulers.trial_scheduler import FIFOScheduler, TrialScheduler
 
@@ -34,6 +35,7 @@ _BY_NAME = {
     "median_stopping_rule": MedianStoppingRule,
     "medianstopping": MedianStoppingRule,
     "pbt": PopulationBasedTraining,
+    "pb2": PB2,  # says it is not implemented
 }
 
 

@@ -31,18 +31,18 @@ class Searcher:
     FINISHED = FINISHED
     CKPT_FILE_TMPL = "searcher-state-{}.pkl"
 
-    def __init__(self, metric: str | None = None, mode: str | None = None) -> None:
-        if mode is not None and mode not in ("min", "max"):
-            raise ValueError(f"mode must be 'min' or 'max', got {mode!r}")
-        self._metric = metric
-        self._mode = mode
+    def __init__(self, metric: str | list[str] | None = None,
+                 mode: str | list[str] | None = None) -> None:
+        _check_metric_and_mode(metric, mode)
+        self._metric: Any = metric
+        self._mode: Any = mode
 
     @property
-    def metric(self) -> str | None:
+    def metric(self) -> Any:
         return self._metric
 
     @property
-    def mode(self) -> str | None:
+    def mode(self) -> Any:
         return self._mode
 
     def set_search_properties(self, metric: str | None, mode: str | None,
@@ -182,6 +182,19 @@ class ConcurrencyLimiter(Searcher):
         self.__dict__.update(state)
         if searcher_state is not None:
             self.searcher.set_state(searcher_state)
+
+
+def _check_metric_and_mode(metric: Any, mode: Any) -> None:
+    """Ray's rule: one metric with "min" or "max", or (multi-objective searchers such as
+    Optuna's) a list of metrics with a list of modes of the same length."""
+    if isinstance(mode, list):
+        if metric is not None and (not isinstance(metric, list) or len(metric) != len(mode)):
+            raise ValueError(f"a list of modes ({mode!r}) needs a list of as many metrics, got "
+                             f"{metric!r}")
+        if any(m not in ("min", "max", "obs") for m in mode):
+            raise ValueError(f"each mode must be 'min', 'max' or 'obs', got {mode!r}")
+    elif mode is not None and mode not in ("min", "max"):
+        raise ValueError(f"mode must be 'min' or 'max', got {mode!r}")
 
 
 def _state_or_none(searcher: Searcher) -> dict[str, Any] | None:

@@ -5,7 +5,10 @@ each report to ``Session.results`` without waiting for anyone; the driver's ``po
 another thread of the same actor, takes every report buffered so far in one reply and hands
 back the scheduler's decision for the trial. A STOP or PAUSE decision takes effect at the
 trainable's next ``report``, which raises ``StopTrial`` to unwind it (a ``BaseException``, so a
-trainable's ``except Exception`` does not swallow it).
+trainable's ``except Exception`` does not swallow it). A ``RunConfig(stop={...})`` dict is
+also checked here, so a report that meets it is the trial's last without waiting for the
+driver to say so. A poll may also carry ``SAVE``: a callback asked for a checkpoint, which a
+class trainable takes after its current step.
 
 A checkpoint given to ``report`` is copied under the trial's directory in the run's storage
 (``checkpoint_000003``) before the report is buffered, so the driver only ever sees checkpoints
@@ -23,8 +26,14 @@ import time
 from typing import Any
 
 from nbdist.tune.checkpoint import Checkpoint
+from nbdist.tune.stopper import DictStopper
 
 _current: Session | None = None
+
+
+# What a poll carries to ask for a checkpoint: "SAVE" alone (the trial goes on) or after the
+# decision ("STOP+SAVE").
+SAVE = "SAVE"
 
 
 class StopTrial(BaseException):
@@ -78,7 +87,18 @@ class Session:
         self.cond = threading.Condition()
         self.results: list[dict[str, Any]] = []
         self.decision = ""
+        # A driver-side request for a checkpoint (a callback set ``should_checkpoint``): a
+        # class trainable saves after its current step; a function trainable checkpoints
+        # itself through ``report``, so it has nothing to do.
+        self.save_requested = False
+        # RunConfig(stop={...}) checked here too, so a trial stops at the report that meets
+        # it instead of running on until the driver's STOP arrives (a class trainable's
+        # checkpoint at its end then holds the state of that report, as in Ray).
+        criteria = spec.get("stop")
+        self.stopper = DictStopper(criteria) if criteria else None
         self.done = False
+        self.ended_itself = False  # met a stop criterion here, before the driver said so
+        self.polls = 0  # polls received
         self.takes = 0  # polls that took reports
         # (the pickled exception or None, its traceback text)
         self.error: tuple[bytes | None, str] | None = None
@@ -111,7 +131,18 @@ class Session:
         with self.cond:
             self.results.append(result if checkpoint is None else {**result,
                                                                    "__checkpoint": checkpoint})
+            if not self.decision and self.criteria_met(result):
+                self.decision = "STOP"  # the driver decides the same from this report
+                self.ended_itself = True
             self.cond.notify_all()
+
+    def criteria_met(self, result: dict[str, Any]) -> bool:
+        if self.stopper is None:
+            return False
+        try:
+            return self.stopper(self.trial_id, result)
+        except (KeyError, TypeError):  # not reported, or not comparable: the driver says so
+            return False
 
     def persist(self, checkpoint: Checkpoint) -> Checkpoint:
         trial_dir = self.spec["trial_dir"]
@@ -131,8 +162,24 @@ class Session:
         os.makedirs(target)
         return target
 
+    def take_save_request(self) -> bool:
+        with self.cond:
+            requested, self.save_requested = self.save_requested, False
+            return requested
+
+    def await_driver(self, timeout: float) -> None:
+        """Wait (at most ``timeout`` s) until the driver has taken every report and sent the
+        poll that answers them, which carries a callback's request for a checkpoint."""
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            if self.cond.wait_for(lambda: not self.results, timeout):
+                answered = self.polls
+                self.cond.wait_for(lambda: self.polls > answered,
+                                   max(0.0, deadline - time.monotonic()))
+
     def final_checkpoint(self, checkpoint: Checkpoint) -> None:
-        """A checkpoint taken as the trial stops (pause, ``checkpoint_at_end``): no metrics."""
+        """A checkpoint without metrics of its own, standing for the trial's latest report:
+        taken as the trial stops (pause, ``checkpoint_at_end``) or when the driver asked."""
         with self.cond:
             self.results.append({"__checkpoint": checkpoint, "__final": True,
                                  "training_iteration": self.iteration})
@@ -148,7 +195,12 @@ class Session:
                                                            tuple[bytes | None, str] | None]:
         """Every buffered report, waiting up to ``timeout`` s for one; whether the trial ended."""
         with self.cond:
-            if decision:
+            self.polls += 1
+            self.cond.notify_all()
+            decision, _, save = decision.partition("+")  # "SAVE", "STOP+SAVE", "STOP"
+            if SAVE in (decision, save):
+                self.save_requested = True
+            if decision and decision != SAVE:
                 self.decision = decision
             if not self.results and not self.done:
                 self.cond.wait(timeout)
