@@ -15,7 +15,9 @@ nbdist's public API only, so it runs the same on ``nbdist.init(backend="ray")``.
     trainer.py             DataParallelTrainer
     result.py, errors.py   Result; TrainingFailedError and its kinds
     backend.py             BackendConfig: what a framework adds to each worker
+    callback.py            UserCallback: the driver-side hooks of RunConfig(callbacks=...)
     torch/, tensorflow/    TorchTrainer (prepare_model, ...), TensorflowTrainer
+    v2/, data_parallel_trainer.py   Ray's module paths (ray.train.v2.api...), same objects
     legacy.py              Trainer(backend=...): start / run / shutdown
 
 ``train.torch`` and ``train.tensorflow`` are imported on first use, so ``from nbdist import
@@ -30,14 +32,26 @@ from typing import Any
 from nbdist.tune.checkpoint import Checkpoint
 
 from .backend import BackendConfig
+from .callback import UserCallback
 from .config import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
-from .context import TrainContext, get_checkpoint, get_context, get_dataset_shard, report
+from .context import (
+    CheckpointUploadMode,
+    TrainContext,
+    get_all_reported_checkpoints,
+    get_checkpoint,
+    get_context,
+    get_dataset_shard,
+    get_preemption_info,
+    report,
+)
 from .errors import TrainingFailedError, WorkerGroupError, WorkerGroupStartError
 from .legacy import Trainer
 from .result import Result
 from .trainer import DataParallelTrainer
 
-_SUBPACKAGES = ("torch", "tensorflow")
+_SUBPACKAGES = ("torch", "tensorflow", "v2")
+# Ray's key for the dataset most runs pass (``datasets={TRAIN_DATASET_KEY: ...}``).
+TRAIN_DATASET_KEY = "train"
 
 
 def __getattr__(name: str) -> Any:
@@ -47,9 +61,11 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "TRAIN_DATASET_KEY",
     "BackendConfig",
     "Checkpoint",
     "CheckpointConfig",
+    "CheckpointUploadMode",
     "DataParallelTrainer",
     "FailureConfig",
     "Result",
@@ -58,10 +74,13 @@ __all__ = [
     "TrainContext",
     "Trainer",
     "TrainingFailedError",
+    "UserCallback",
     "WorkerGroupError",
     "WorkerGroupStartError",
+    "get_all_reported_checkpoints",
     "get_checkpoint",
     "get_context",
     "get_dataset_shard",
+    "get_preemption_info",
     "report",
 ]

@@ -12,9 +12,11 @@ checkpoints are not kept (in data parallelism every replica holds the same state
 
 from __future__ import annotations
 
+import enum
 import os
 import shutil
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -146,17 +148,66 @@ def get_dataset_shard(dataset_name: str | None = None) -> Any:
     return session.datasets[dataset_name]
 
 
+class CheckpointUploadMode(enum.Enum):
+    """How ``report`` stores a checkpoint (Ray's names). ``SYNC``: copied under the run's
+    directory before ``report`` returns. ``ASYNC``: the same copy, then the reported directory
+    is deleted (Ray uploads in the background and deletes; a local copy is quick enough to
+    make in line). ``NO_UPLOAD``: the directory already is where it should stay; it is kept
+    where it is."""
+
+    SYNC = "SYNC"
+    ASYNC = "ASYNC"
+    NO_UPLOAD = "NO_UPLOAD"
+
+
 def report(metrics: dict[str, Any], checkpoint: Checkpoint | None = None,
-           checkpoint_dir_name: str | None = None) -> None:
-    """Report this step's metrics (and, from rank 0, a checkpoint to keep) to the driver."""
+           checkpoint_dir_name: str | None = None,
+           checkpoint_upload_mode: CheckpointUploadMode = CheckpointUploadMode.SYNC,
+           delete_local_checkpoint_after_upload: bool | None = None,
+           checkpoint_upload_fn: Callable[[Checkpoint, str], Checkpoint] | None = None,
+           validation: Any = False) -> None:
+    """Report this step's metrics (and, from rank 0, a checkpoint to keep) to the driver.
+
+    ``checkpoint_upload_fn(checkpoint, destination)`` replaces the copy: it stores the
+    checkpoint at ``destination`` (or elsewhere) and returns the stored one."""
     session = _current("report")
+    if validation:
+        raise NotImplementedError("train.report(validation=...): asynchronous validation "
+                                  "is not supported; validate in the training function.")
+    mode = CheckpointUploadMode(checkpoint_upload_mode)
     index = session.next_index
     session.next_index += 1
     kept = None
     if checkpoint is not None and session.context.world_rank == 0:
-        name = checkpoint_dir_name or f"checkpoint_{index:06d}"
-        kept = _persist(checkpoint.path, os.path.join(session.run_dir, name))
+        target = os.path.join(session.run_dir, checkpoint_dir_name or f"checkpoint_{index:06d}")
+        if checkpoint_upload_fn is not None:
+            kept = checkpoint_upload_fn(checkpoint, target).path
+        elif mode is CheckpointUploadMode.NO_UPLOAD:
+            kept = checkpoint.path
+        else:
+            kept = _persist(checkpoint.path, target)
+    delete = delete_local_checkpoint_after_upload
+    if delete is None:
+        delete = mode is CheckpointUploadMode.ASYNC
+    if checkpoint is not None and delete and mode is not CheckpointUploadMode.NO_UPLOAD \
+            and checkpoint.path != kept:
+        shutil.rmtree(checkpoint.path, ignore_errors=True)
     session.add(Report(index, dict(metrics), kept))
+
+
+def get_preemption_info() -> None:
+    """Ray's notice that a node of the group is about to be reclaimed (spot instances). No
+    nbdist node announces its end, so there is never one: always None (a lost node is a
+    failure, restarted under ``FailureConfig.max_failures``). Call it from any rank."""
+    _current("get_preemption_info")
+    return None
+
+
+def get_all_reported_checkpoints(*args: Any, **kwargs: Any) -> Any:
+    """Not supported: the driver, not the workers, knows which checkpoints are kept."""
+    raise NotImplementedError(
+        "train.get_all_reported_checkpoints() is not supported: which checkpoints are kept is "
+        "known to the driver (Result.best_checkpoints after fit), not inside the workers.")
 
 
 def _persist(source: str, target: str) -> str:

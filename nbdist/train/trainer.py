@@ -31,8 +31,14 @@ class DataParallelTrainer:
         scaling_config: ScalingConfig | None = None,
         run_config: RunConfig | None = None,
         datasets: dict[str, Any] | None = None,
+        dataset_config: Any = None,
         resume_from_checkpoint: Checkpoint | None = None,
+        metadata: dict[str, Any] | None = None,
     ) -> None:
+        if dataset_config is not None:
+            raise NotImplementedError("DataParallelTrainer(dataset_config=...): Ray Data's "
+                                      "DataConfig is not supported; datasets are split by "
+                                      "rank (train.get_dataset_shard).")
         if not callable(train_loop_per_worker):
             raise TypeError("train_loop_per_worker must be a function taking no argument or "
                             f"one (the config), not {type(train_loop_per_worker).__name__}.")
@@ -43,6 +49,21 @@ class DataParallelTrainer:
         self.run_config = run_config or RunConfig()
         self.datasets = dict(datasets or {})
         self.resume_from_checkpoint = resume_from_checkpoint
+        self.metadata = dict(metadata or {})
+
+    @classmethod
+    def restore(cls, path: str, *args: Any, **kwargs: Any) -> DataParallelTrainer:
+        """Not supported (Ray Train v2 removed it too): start a trainer with the same
+        ``RunConfig(name, storage_path)`` and ``resume_from_checkpoint``."""
+        raise NotImplementedError(
+            f"{cls.__name__}.restore() is not supported: construct the trainer again and pass "
+            "resume_from_checkpoint=Result.from_path(path).checkpoint.")
+
+    @classmethod
+    def can_restore(cls, path: str, *args: Any, **kwargs: Any) -> bool:
+        """Not supported, as ``restore``."""
+        raise NotImplementedError(f"{cls.__name__}.can_restore() is not supported; see "
+                                  "restore().")
 
     def fit(self) -> Result:
         """Train; returns the Result, or raises TrainingFailedError once restarts run out.

@@ -258,9 +258,11 @@ class WorkerGroup:
                                     use_gpu))
         return out
 
-    def setup_refs(self, contexts: list[TrainContext], backend: BackendConfig) -> list[Any]:
-        """Set each worker's environment and start the framework; one call per rank."""
-        envs = backend.worker_env(self.infos, contexts)
+    def setup_refs(self, contexts: list[TrainContext], backend: BackendConfig,
+                   env_vars: dict[str, str] | None = None) -> list[Any]:
+        """Set each worker's environment (``env_vars``, then the backend's) and start the
+        framework; one call per rank."""
+        envs = [{**(env_vars or {}), **env} for env in backend.worker_env(self.infos, contexts)]
         return [a.setup.remote(rank, contexts[rank], envs[rank], backend)
                 for rank, a in enumerate(self.actors)]
 

@@ -68,7 +68,7 @@ def test_a_ddp_run_on_the_ray_backend(tmp_path: Path) -> None:
     assert result.return_value["backend"] == "gloo"
     assert result.checkpoint is not None
     assert json.loads((Path(result.checkpoint.path) / "state.json").read_text()) == {"epoch": 2}
-    assert sorted(os.listdir(result.path)) == ["checkpoint_000002"]
+    assert sorted(os.listdir(result.path)) == ["checkpoint_000002", "result_snapshot.json"]
     pid = result.return_value["pid"]
     assert pid != os.getpid()
     again = TorchTrainer(allreduce_loop, train_loop_config={"epochs": 1},

@@ -108,7 +108,8 @@ def test_two_ddp_workers_stay_equal_and_the_loss_falls(tmp_path: Path, run_updat
     # The two best by loss (the last two, as the loss falls) are kept, and nothing else.
     kept = sorted(os.path.basename(c.path) for c, _ in result.best_checkpoints)
     assert kept == [f"checkpoint_{EPOCHS - 2:06d}", f"checkpoint_{EPOCHS - 1:06d}"]
-    assert sorted(os.listdir(result.path)) == kept
+    # Beside them, the record Result.from_path reads.
+    assert sorted(os.listdir(result.path)) == sorted([*kept, "result_snapshot.json"])
     assert result.path == str(tmp_path / "ddp")
     assert result.checkpoint is not None and result.checkpoint.path.endswith(kept[-1])
     assert (Path(result.checkpoint.path) / "model.pt").exists()

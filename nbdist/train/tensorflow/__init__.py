@@ -48,12 +48,23 @@ class TensorflowTrainer(DataParallelTrainer):
         scaling_config: ScalingConfig | None = None,
         run_config: RunConfig | None = None,
         datasets: dict[str, Any] | None = None,
+        dataset_config: Any = None,
         resume_from_checkpoint: Checkpoint | None = None,
+        metadata: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(train_loop_per_worker, train_loop_config=train_loop_config,
                          backend_config=tensorflow_config or TensorflowConfig(),
                          scaling_config=scaling_config, run_config=run_config,
-                         datasets=datasets, resume_from_checkpoint=resume_from_checkpoint)
+                         datasets=datasets, dataset_config=dataset_config,
+                         resume_from_checkpoint=resume_from_checkpoint, metadata=metadata)
 
 
-__all__ = ["TensorflowConfig", "TensorflowTrainer"]
+def prepare_dataset_shard(tf_dataset_shard: Any) -> Any:
+    """``tf_dataset_shard`` with TensorFlow's automatic sharding off (it is this worker's
+    share already)."""
+    from .keras import prepare_dataset_shard as prepare
+
+    return prepare(tf_dataset_shard)
+
+
+__all__ = ["TensorflowConfig", "TensorflowTrainer", "prepare_dataset_shard"]

@@ -24,7 +24,16 @@ from .. import worker_group, worker_pool
 from ..config import RunConfig, ScalingConfig
 from ..trainer import DataParallelTrainer
 from .config import TorchConfig
-from .train_loop_utils import get_device, prepare_data_loader, prepare_model
+from .train_loop_utils import (
+    accelerate,
+    backward,
+    enable_reproducibility,
+    get_device,
+    get_devices,
+    prepare_data_loader,
+    prepare_model,
+    prepare_optimizer,
+)
 
 
 class TorchTrainer(DataParallelTrainer):
@@ -39,12 +48,15 @@ class TorchTrainer(DataParallelTrainer):
         scaling_config: ScalingConfig | None = None,
         run_config: RunConfig | None = None,
         datasets: dict[str, Any] | None = None,
+        dataset_config: Any = None,
         resume_from_checkpoint: Checkpoint | None = None,
+        metadata: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(train_loop_per_worker, train_loop_config=train_loop_config,
                          backend_config=torch_config or TorchConfig(),
                          scaling_config=scaling_config, run_config=run_config,
-                         datasets=datasets, resume_from_checkpoint=resume_from_checkpoint)
+                         datasets=datasets, dataset_config=dataset_config,
+                         resume_from_checkpoint=resume_from_checkpoint, metadata=metadata)
         _prewarm()
 
 
@@ -69,5 +81,6 @@ def wait_ready(timeout: float | None = None) -> bool:
 
 _prewarm()
 
-__all__ = ["TorchConfig", "TorchTrainer", "get_device", "prepare_data_loader", "prepare_model",
-           "wait_ready"]
+__all__ = ["TorchConfig", "TorchTrainer", "accelerate", "backward", "enable_reproducibility",
+           "get_device", "get_devices", "prepare_data_loader", "prepare_model",
+           "prepare_optimizer", "wait_ready"]

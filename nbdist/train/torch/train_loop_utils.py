@@ -1,11 +1,15 @@
-"""Helpers for a PyTorch training function: the worker's device, DDP wrapping, and a data
-loader that reads only this rank's share of the dataset (a ``DistributedSampler`` per rank)."""
+"""Helpers for a PyTorch training function: the worker's device, DDP wrapping, a data
+loader that reads only this rank's share of the dataset (a ``DistributedSampler`` per rank),
+and seeding for reproducible runs."""
 
 from __future__ import annotations
 
+import os
+import random
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import torch
 from torch.utils.data import DataLoader, DistributedSampler, RandomSampler
 
@@ -18,6 +22,43 @@ def get_device() -> torch.device:
     if context.use_gpu and torch.cuda.is_available():
         return torch.device("cuda", context.local_rank % torch.cuda.device_count())
     return torch.device("cpu")
+
+
+def get_devices() -> list[torch.device]:
+    """This worker's devices (Ray's list form of `get_device`): one per worker here."""
+    return [get_device()]
+
+
+def enable_reproducibility(seed: int = 0) -> None:
+    """Seed torch, Python and numpy with ``seed`` and make torch choose deterministic
+    algorithms (an operation without one then raises), as Ray's does."""
+    torch.manual_seed(seed)
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.benchmark = False
+    # cuBLAS needs this for deterministic results on GPUs; harmless on a CPU.
+    os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
+
+
+def accelerate(amp: bool = False) -> None:
+    """Ray's switch for automatic mixed precision: off is the default and nothing to do;
+    on is not supported (use ``torch.autocast`` and ``torch.amp.GradScaler`` directly)."""
+    if amp:
+        raise NotImplementedError(
+            "train.torch.accelerate(amp=True): automatic mixed precision is not supported; "
+            "use torch.autocast and torch.amp.GradScaler in the training function.")
+
+
+def prepare_optimizer(optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
+    """The optimizer as it is: without mixed precision (`accelerate`) there is no gradient
+    scaling to add."""
+    return optimizer
+
+
+def backward(tensor: torch.Tensor) -> None:
+    """``tensor.backward()`` (Ray's hook for scaled gradients under mixed precision)."""
+    tensor.backward()
 
 
 def prepare_model(model: torch.nn.Module, move_to_device: bool = True,
@@ -40,7 +81,7 @@ def prepare_model(model: torch.nn.Module, move_to_device: bool = True,
 
 
 def prepare_data_loader(data_loader: DataLoader, add_dist_sampler: bool = True,
-                        move_to_device: bool = True) -> Any:
+                        move_to_device: bool = True, auto_transfer: bool = True) -> Any:
     """``data_loader`` rebuilt with a DistributedSampler, so each rank reads its own share
     (shuffled if the loader shuffled); call ``loader.sampler.set_epoch(epoch)`` per epoch to
     reshuffle. Batches are moved to this worker's device when it is not the CPU."""

@@ -1,0 +1,5 @@
+"""``ray.train.tensorflow.tensorflow_trainer``."""
+
+from . import TensorflowTrainer
+
+__all__ = ["TensorflowTrainer"]

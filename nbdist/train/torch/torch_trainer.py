@@ -1,0 +1,5 @@
+"""``ray.train.torch.torch_trainer``."""
+
+from . import TorchTrainer
+
+__all__ = ["TorchTrainer"]

@@ -1,0 +1,5 @@
+"""``ray.train.v2.api.report_config``."""
+
+from nbdist.train.context import CheckpointUploadMode
+
+__all__ = ["CheckpointUploadMode"]
