@@ -50,6 +50,11 @@ if TYPE_CHECKING:
         run,
         run_experiments,
     )
+    from nbdist.tune.progress_reporter import (
+        CLIReporter,
+        JupyterNotebookReporter,
+        ProgressReporter,
+    )
     from nbdist.tune.result_grid import (
         Result,
         ResultGrid,
@@ -90,6 +95,9 @@ if TYPE_CHECKING:
 # Imported on first use: a trial's actor imports this package to run its trainable and
 # should not pay for the driver's side (pandas, the schedulers, the search algorithms).
 _WHERE = {
+    "CLIReporter": "nbdist.tune.progress_reporter",
+    "JupyterNotebookReporter": "nbdist.tune.progress_reporter",
+    "ProgressReporter": "nbdist.tune.progress_reporter",
     "Callback": "nbdist.tune.callback",
     "Checkpoint": "nbdist.tune.checkpoint",
     "CheckpointConfig": "nbdist.tune.config",
@@ -153,13 +161,16 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "CLIReporter",
     "Callback",
     "Checkpoint",
     "CheckpointConfig",
     "Experiment",
     "ExperimentAnalysis",
     "FailureConfig",
+    "JupyterNotebookReporter",
     "PlacementGroupFactory",
+    "ProgressReporter",
     "Result",
     "ResultGrid",
     "RunConfig",

@@ -48,6 +48,7 @@ class RunConfig:
     checkpoint_config: CheckpointConfig = field(default_factory=CheckpointConfig)
     failure_config: FailureConfig = field(default_factory=FailureConfig)
     log_to_file: bool | str = False
+    progress_reporter: Any = None  # a tune.CLIReporter (or any ProgressReporter)
 
     def __post_init__(self) -> None:
         if self.checkpoint_config is None:

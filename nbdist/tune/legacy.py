@@ -179,7 +179,7 @@ def run(run_or_experiment: Any, *, name: str | None = None, metric: str | None =
         fail_fast: bool | str = False, reuse_actors: bool | None = None,
         trial_name_creator: Any = None, trial_dirname_creator: Any = None,
         max_concurrent_trials: int | None = None, raise_on_failed_trial: bool = True,
-        **ignored: Any) -> ExperimentAnalysis:
+        progress_reporter: Any = None, **ignored: Any) -> ExperimentAnalysis:
     """Ray Tune's ``tune.run``: run a search and return an ``ExperimentAnalysis``."""
     if isinstance(run_or_experiment, Experiment):
         spec = run_or_experiment.spec
@@ -206,7 +206,8 @@ def run(run_or_experiment: Any, *, name: str | None = None, metric: str | None =
     run_config = RunConfig(
         name=name, storage_path=storage_path or local_dir, stop=stop, verbose=verbose,
         callbacks=callbacks, checkpoint_config=checkpoint_config,
-        failure_config=FailureConfig(max_failures=max_failures, fail_fast=fail_fast))
+        failure_config=FailureConfig(max_failures=max_failures, fail_fast=fail_fast),
+        progress_reporter=progress_reporter)
     trials, controller = run_search(Search(trainable, trainable_name, dict(config or {}),
                                            tune_config, run_config, resources_per_trial))
     failed = [t for t in trials if t.status == Trial.ERROR]

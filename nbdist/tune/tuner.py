@@ -129,7 +129,11 @@ def run_search(search: Search) -> tuple[list[Trial], TuneController]:
         source.set_state(search.source_state)
     callbacks = list(rc.callbacks or [])
     verbose = 1 if rc.verbose is None else int(rc.verbose)
-    if verbose >= 1 and not in_kernel():
+    if rc.progress_reporter is not None:  # the user's table replaces the one-line status
+        from nbdist.tune.progress_reporter import ReporterCallback
+
+        callbacks.append(ReporterCallback(rc.progress_reporter, tc.metric, tc.mode))
+    elif verbose >= 1 and not in_kernel():
         callbacks.append(ProgressCallback(verbose, tc.metric))
     for cb in callbacks:
         if not isinstance(cb, Callback):
