@@ -39,9 +39,11 @@ _lock = threading.RLock()
 _local = LocalBackend()
 set_backend(_local)
 
+# Ray's dashboard, logging and Prometheus export settings: nbdist has none of these servers
+# (its metrics reach `%nbdist status` and the panel), so scripts passing them still run.
 _INIT_IGNORED = frozenset({"include_dashboard", "dashboard_host", "dashboard_port",
                            "logging_level", "configure_logging", "log_to_driver_level",
-                           "_temp_dir", "_system_config"})
+                           "_temp_dir", "_system_config", "_metrics_export_port"})
 
 
 # Memory protection settings init() takes (also inside _system_config, as Ray scripts pass them).

@@ -4,7 +4,8 @@ A ref counts as a hold of its process's `runtime.CoreClient` (``backend.current.
 from creation to ``__del__`` (the node learns of the 0 -> 1 and 1 -> 0 changes, see `runtime`). Pickling one records its
 id in the serialization context, so whatever contains it keeps it alive, and tells a driver's
 direct calls that it escapes (`direct.DirectCalls.escape`): another process may now ask the
-node for it.
+node for it. Pickled outside a serialization context (``pickle.dumps`` by user code), a ref
+pins its object for the life of the process, as Ray's own ``ray.cloudpickle`` does.
 """
 
 from __future__ import annotations
@@ -57,12 +58,28 @@ class ObjectRef:
 
     def __reduce__(self) -> Any:
         contained = serialization.context.contained
+        client = current.client
         if contained is not None:
             contained.append(self.id)
-        client = current.client
+        elif client is not None:
+            # Pickled outside nbdist's serializer (pickle.dumps, a file): nothing tells when
+            # the bytes are read back, so the object is pinned for this process's life (Ray does
+            # so under ray.cloudpickle) rather than freed under a ref unpickled later.
+            client._hold(self.id, True)
         if client is not None and client.direct is not None:
             client.direct.escape(self.id)  # another process may ask the node for it
         return (_rebuild_ref, (self.id,))
+
+    # Copies live in this process and hold the object themselves: no pin. A subclass (a
+    # backend's ref) is rebuilt by its own __reduce__.
+    def __copy__(self) -> ObjectRef:
+        if type(self) is ObjectRef:
+            return ObjectRef(self.id, True)
+        rebuild, args = self.__reduce__()
+        return rebuild(*args)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> ObjectRef:
+        return self.__copy__()
 
     def hex(self) -> str:
         return hex_id(self.id)
