@@ -50,6 +50,7 @@ from nbdist.backends.ray import generators, worker
 from nbdist.backends.ray.errors import RetryableTaskFailure, translate
 from nbdist.backends.ray.generators import ObjectRefGenerator as RayObjectRefGenerator
 from nbdist.backends.ray.groups import RayGroups
+from nbdist.backends.ray.late_tags import LateTags
 from nbdist.backends.ray.refs import ObjectRef as RayRef
 from nbdist.backends.ray.refs import RayActorHandle, wrap
 from nbdist.backends.ray.runtime_env import ShippedFunction, Shipper, host_class, task_function
@@ -101,6 +102,8 @@ class RayBackend:
         self._lock = threading.Lock()
         self._by_tag: dict[str, dict[str, Any]] = {}
         self._tag_of: dict[str, str] = {}
+        self._tagging = False  # a submission of this driver carried a tag (a notebook cell)
+        self.late = LateTags(self._show)
         self._wait_ids = itertools.count(1)
         self.owns_ray = False
         self.log_to_driver = True
@@ -126,6 +129,7 @@ class RayBackend:
 
         if self.pump is not None:
             self.pump.stop()
+        self.late.close()
         if self.poller is not None:
             self.poller.stop()
         if self.owns_ray and ray.is_initialized():
@@ -218,6 +222,7 @@ class RayBackend:
         if self.poller is not None:
             self.poller.track(task_hex, name)
         if tag is not None and raw:
+            self._tagging = True
             with self._lock:
                 self._by_tag.setdefault(tag, {})[task_hex] = raw[0]
                 self._tag_of[task_hex] = tag
@@ -476,13 +481,18 @@ class RayBackend:
             if record[0] == "out":
                 _, task_hex, name, pid, stream, line, tag, t = record
                 tag = tag or self._tag_of.get(task_hex)
-                lines.append(ev.Output(t, task_hex, name, pid, stream, line, tag))
+                out = ev.Output(t, task_hex, name, pid, stream, line, tag)
+                if tag is None and self._tagging:  # its submission record may be late
+                    self.late.hold(out)
+                else:
+                    lines.append(out)
             elif record[0] == "sub":
                 _, task_hex, name, deps, returns, parent, actor, tag, t = record
                 tag = tag or (self._tag_of.get(parent) if parent else None)
                 if tag is not None:  # its output and its own nested tasks go there too
                     with self._lock:
                         self._tag_of[task_hex] = tag
+                lines.extend(self.late.named(task_hex, tag))
                 ev.publish(ev.TaskSubmitted(t, task_hex, name, deps, returns, parent, actor,
                                             tag))
                 if self.poller is not None:
@@ -491,7 +501,10 @@ class RayBackend:
             log.warning("nbdist: %d lines of remote output were dropped (the driver fell "
                         "behind)", dropped)
         if lines:
-            show_output(lines, self.log_to_driver)
+            self._show(lines)
+
+    def _show(self, lines: list[ev.Output]) -> None:
+        show_output(lines, self.log_to_driver)
 
 
 class RayRuntimeContext(ContextNames):
