@@ -7,10 +7,13 @@ the members join on their first collective call without calling anything themsel
 
 Each rank registers (host, port, node id) and waits until the whole group has; all then get
 the same roster plus a fresh random group id and secret for authenticating their links (see
-transport.py). A round is one formation of the group: a register after the group formed starts
-a new round (the group is being created again after a destroy or a failure), and the roster a
-waiting rank gets is that of the round it joined. The secret travels only in actor call
-results, i.e. over nbdist's own authenticated transport.
+transport.py). A round is one formation of the group: a register after the round formed (or
+failed) starts a new round (the group is being created again after a destroy or a failure), and
+the roster a waiting rank gets is that of the round it joined. A second process registering a
+rank the round already has ends the round at once: the ranks waiting in it and the newcomer all
+get the same duplicate-rank error, however long their timeout (a user's mistake is never
+reported as a timeout on some of the ranks). The secret travels only in actor call results,
+i.e. over nbdist's own authenticated transport.
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ PREFIX = "nbdist.collective:"
 class _Round:
     def __init__(self) -> None:
         self.entries: dict[int, dict[str, Any]] = {}
-        self.formed = asyncio.Event()
+        self.settled = asyncio.Event()  # formed, or ended by an error every waiter raises
+        self.error: str | None = None
         self.roster: dict[str, Any] = {"uid": secrets.token_hex(16),
                                        "secret": secrets.token_hex(32), "peers": []}
 
@@ -51,25 +55,27 @@ class Coordinator:
 
     async def register(self, rank: int, world_size: int, backend: str, info: dict[str, Any],
                        timeout: float) -> dict[str, Any]:
-        if self.members is None and (self.round.formed.is_set() or not self.round.entries):
+        if self.members is None and (self.round.settled.is_set() or not self.round.entries):
             # Between formations a group made by init_collective_group may change its shape.
             self.world_size, self.backend = world_size, backend
         if world_size != self.world_size or backend != self.backend:
             raise CollectiveError(
                 f"Rank {rank} joins with world_size={world_size}, backend={backend!r}; the "
                 f"group was made with world_size={self.world_size}, backend={self.backend!r}.")
-        if self.round.formed.is_set():
+        if self.round.settled.is_set():
             self.round = _Round()
         current = self.round
         if rank in current.entries:
-            raise CollectiveError(f"Two processes joined the group as rank {rank}: every "
-                                  f"rank must be unique (0..{self.world_size - 1}).")
+            current.error = (f"Two processes joined the group as rank {rank}: every rank must "
+                             f"be unique (0..{self.world_size - 1}).")
+            current.settled.set()
+            raise CollectiveError(current.error)
         current.entries[rank] = info
         if len(current.entries) == self.world_size:
             current.roster["peers"] = [current.entries[r] for r in range(self.world_size)]
-            current.formed.set()
+            current.settled.set()
         try:
-            await asyncio.wait_for(current.formed.wait(), timeout)
+            await asyncio.wait_for(current.settled.wait(), timeout)
         except asyncio.TimeoutError:
             missing = sorted(set(range(self.world_size)) - set(current.entries))
             current.entries.pop(rank, None)
@@ -77,6 +83,8 @@ class Coordinator:
                 f"Ranks {missing} did not join within {timeout:g} s (each member must call "
                 f"init_collective_group, or a collective operation for groups made with "
                 f"create_collective_group).") from None
+        if current.error is not None:
+            raise CollectiveError(current.error)
         return current.roster
 
 
