@@ -292,15 +292,28 @@ def _node_args(listen: list[str], head: str, num_cpus: float | None, num_gpus: f
     args: list[str] = []
     for where in listen:
         args += ["--listen", where]
-    args += ["--head", head, "--num-cpus", str(num_cpus or float(os.cpu_count() or 1)),
-             "--num-gpus", str(num_gpus or 0), "--resources", json.dumps(resources or {}),
+    # 0 is a real value (a head that runs no work): only None means "not given".
+    cpus = float(os.cpu_count() or 1) if num_cpus is None else float(num_cpus)
+    gpus = 0.0 if num_gpus is None else float(num_gpus)
+    args += ["--head", head, "--num-cpus", str(cpus), "--num-gpus", str(gpus),
+             "--resources", json.dumps(resources or {}),
              "--node-index", str(index), "--ready-file", str(ready)]
     return args
 
 
-def _check_resources(resources: dict[str, float] | None) -> None:
+def _check_resources(resources: dict[str, float] | None, num_cpus: float | None = None,
+                     num_gpus: float | None = None,
+                     object_store_memory: int | None = None) -> None:
     if resources and ({"CPU", "GPU"} & set(resources)):
         raise ValueError("Pass --num-cpus / --num-gpus, not CPU or GPU in --resources.")
+    for name, value in (("--num-cpus", num_cpus), ("--num-gpus", num_gpus)):
+        if value is not None and value < 0:
+            raise ValueError(f"{name} must be 0 or more, not {value:g}.")
+    if resources and any(v < 0 for v in resources.values()):
+        raise ValueError(f"--resources must not be negative: {resources}.")
+    if object_store_memory is not None and object_store_memory <= 0:
+        raise ValueError(f"--object-store-memory must be a positive number of bytes, not "
+                         f"{object_store_memory}; leave it out for the default (30% of RAM).")
 
 
 def _tls_config(tls: dict[str, str]) -> dict[str, str]:
@@ -314,7 +327,7 @@ def start_head(host: str = "127.0.0.1", port: int = DEFAULT_PORT, *,
                object_store_memory: int | None = None,
                tls: dict[str, str] | None = None) -> Session:
     """Start a head and a node daemon on this machine, detached from the caller."""
-    _check_resources(resources)
+    _check_resources(resources, num_cpus, num_gpus, object_store_memory)
     tls = use_tls(None, tls)
     cfg = config_mod.load({"object_store_memory": object_store_memory, **_tls_config(tls)})
     secret = os.urandom(32)
@@ -395,7 +408,7 @@ def start_node(address: str, *, token: str | None = None, host: str = "127.0.0.1
                tls: dict[str, str] | None = None) -> Session:
     """Start a node daemon on this machine that joins the cluster whose head is at
     ``address``."""
-    _check_resources(resources)
+    _check_resources(resources, num_cpus, num_gpus, object_store_memory)
     head = head_address(address)
     tls = use_tls(address, tls)
     secret = find_token(address, token)

@@ -73,6 +73,7 @@ class NodeState:
             self.notices.jobs.pop(client.client_no, None)
             self.stepper.job_ended(client.client_no)
             self.actors.driver_left(client.client_no)
+            self._cancel_job(client.client_no)
             self.io.to_head("group_job_ended", client.client_no)  # its groups go (Ray's rule)
         holds = client.holds
         client.holds = set()
@@ -386,10 +387,21 @@ class NodeState:
         self.placement.lend_cpu(-sum(a for n, a in task.held if n == "CPU"))
 
     # ---------------------------------------------------------------- cancel
+    def _cancel_job(self, job: int) -> None:
+        """The job's driver is gone (exited, interrupted or killed): nobody can use what its
+        tasks would make, so those still waiting or running here end, their workers killed (an
+        interrupt could be caught). Its actors' calls end with the actors (`driver_left`)."""
+        for task in list(self._tasks.values()):
+            if not task.finished and task.spec[P.S_JOB] == job and not task.spec[P.S_ACTOR]:
+                self._cancel_task(task, task.return_ids[0] if task.return_ids else 0, True)
+
     def cancel(self, oid: int, force: bool) -> None:
         task = self.tasks.producer(oid)
         if task is None or task.finished:
             return
+        self._cancel_task(task, oid, force)
+
+    def _cancel_task(self, task: Task, oid: int, force: bool) -> None:
         task.cancelled = True
         if task.remote:
             self.io.to_node(task.remote, (P.CANCEL, oid, force))
