@@ -22,6 +22,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -250,11 +251,20 @@ def node_connect_address(node: dict[str, Any]) -> str:
 
 # --------------------------------------------------------------------------- start / stop
 def _spawn(session_dir: Path, module: str, args: list[str], secret: bytes,
-           cfg: config_mod.Config, log_name: str) -> subprocess.Popen[bytes]:
+           cfg: config_mod.Config, log_name: str, parent_fd: int = -1,
+           ) -> subprocess.Popen[bytes]:
+    """Start a daemon detached from the caller; with ``parent_fd`` (the read end of a pipe
+    whose write end only the caller holds) it still exits when the caller does, as
+    `nbdist.cluster_utils` wants."""
     env = dict(os.environ)
     env["NBDIST_CLUSTER_SECRET"] = secret.hex()
     env["NBDIST_CONFIG"] = json.dumps(cfg.to_dict())
-    env["NBDIST_DEATHSIG"] = "0"  # these daemons outlive the command that starts them
+    # These daemons outlive the command that starts them, unless tied to it by parent_fd;
+    # PDEATHSIG follows the thread that forks, so it is armed only from the main thread.
+    tied = parent_fd >= 0 and threading.current_thread() is threading.main_thread()
+    env["NBDIST_DEATHSIG"] = "1" if tied else "0"
+    if parent_fd >= 0:
+        args = [*args, "--parent-fd", str(parent_fd)]
     pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env["PYTHONPATH"] = os.pathsep.join(
         [pkg_parent] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
@@ -262,7 +272,8 @@ def _spawn(session_dir: Path, module: str, args: list[str], secret: bytes,
     with open(session_dir / log_name, "ab") as log:
         return subprocess.Popen([sys.executable, "-m", module, *args], stdin=subprocess.DEVNULL,
                                 stdout=log, stderr=subprocess.STDOUT, env=env,
-                                start_new_session=True, cwd="/")
+                                start_new_session=True, cwd="/",
+                                pass_fds=(parent_fd,) if parent_fd >= 0 else ())
 
 
 def _wait_ready(proc: subprocess.Popen[bytes], ready: Path, log: Path, what: str) -> str:
@@ -316,6 +327,19 @@ def _check_resources(resources: dict[str, float] | None, num_cpus: float | None 
                          f"{object_store_memory}; leave it out for the default (30% of RAM).")
 
 
+def _new_session_dir(role: str) -> Path:
+    """A fresh folder for one start (several may start in the same millisecond)."""
+    stem = state_dir() / f"{role}-{os.getpid()}-{int(time.time() * 1000)}"
+    for n in range(1000):
+        path = stem.with_name(f"{stem.name}-{n}") if n else stem
+        try:
+            path.mkdir(mode=0o700)
+            return path
+        except FileExistsError:
+            continue
+    raise ClusterError(f"Cannot make a state folder like {stem} (too many exist).")
+
+
 def _tls_config(tls: dict[str, str]) -> dict[str, str]:
     return {"tls_cert": tls.get("cert", ""), "tls_key": tls.get("key", ""),
             "tls_ca": tls.get("ca", "")}
@@ -325,15 +349,14 @@ def start_head(host: str = "127.0.0.1", port: int = DEFAULT_PORT, *,
                num_cpus: float | None = None, num_gpus: float | None = None,
                resources: dict[str, float] | None = None,
                object_store_memory: int | None = None,
-               tls: dict[str, str] | None = None) -> Session:
-    """Start a head and a node daemon on this machine, detached from the caller."""
+               tls: dict[str, str] | None = None, parent_fd: int = -1) -> Session:
+    """Start a head and a node daemon on this machine, detached from the caller (but ending
+    with it when ``parent_fd`` is given: see `_spawn`)."""
     _check_resources(resources, num_cpus, num_gpus, object_store_memory)
     tls = use_tls(None, tls)
     cfg = config_mod.load({"object_store_memory": object_store_memory, **_tls_config(tls)})
     secret = os.urandom(32)
-    root = state_dir()
-    session_dir = root / f"head-{os.getpid()}-{int(time.time() * 1000)}"
-    session_dir.mkdir(mode=0o700)
+    session_dir = _new_session_dir("head")
     token_file = session_dir / "token"
     fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as f:
@@ -343,7 +366,7 @@ def start_head(host: str = "127.0.0.1", port: int = DEFAULT_PORT, *,
         ready = session_dir / "head.ready"
         head = _spawn(session_dir, "nbdist.daemons.head",
                       ["--listen", f"tcp:{host}:{port}", "--ready-file", str(ready)],
-                      secret, cfg, "head.log")
+                      secret, cfg, "head.log", parent_fd)
         session.pids.append(head.pid)
         session.save()
         session.head = _wait_ready(head, ready, session_dir / "head.log", "head")
@@ -351,7 +374,7 @@ def start_head(host: str = "127.0.0.1", port: int = DEFAULT_PORT, *,
         ready = session_dir / "node.ready"
         node = _spawn(session_dir, "nbdist.daemons.node", _node_args(
             [f"tcp:{host}:0", f"unix:{session_dir}/node.sock"], session.head, num_cpus,
-            num_gpus, resources, 1, ready), secret, cfg, "node.log")
+            num_gpus, resources, 1, ready), secret, cfg, "node.log", parent_fd)
         session.pids.append(node.pid)
         session.node_pid = node.pid
         session.save()
@@ -405,9 +428,9 @@ def start_node(address: str, *, token: str | None = None, host: str = "127.0.0.1
                num_cpus: float | None = None, num_gpus: float | None = None,
                resources: dict[str, float] | None = None,
                object_store_memory: int | None = None,
-               tls: dict[str, str] | None = None) -> Session:
+               tls: dict[str, str] | None = None, parent_fd: int = -1) -> Session:
     """Start a node daemon on this machine that joins the cluster whose head is at
-    ``address``."""
+    ``address`` (ending with the caller when ``parent_fd`` is given: see `_spawn`)."""
     _check_resources(resources, num_cpus, num_gpus, object_store_memory)
     head = head_address(address)
     tls = use_tls(address, tls)
@@ -415,8 +438,7 @@ def start_node(address: str, *, token: str | None = None, host: str = "127.0.0.1
     index = int(head_request(head, secret, "alloc_node_index"))  # proves the token first
     _check_reachable_host(head, host)
     cfg = config_mod.load({"object_store_memory": object_store_memory, **_tls_config(tls)})
-    session_dir = state_dir() / f"node-{os.getpid()}-{int(time.time() * 1000)}"
-    session_dir.mkdir(mode=0o700)
+    session_dir = _new_session_dir("node")
     fd = os.open(session_dir / "token", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(secret.hex() + "\n")
@@ -425,7 +447,7 @@ def start_node(address: str, *, token: str | None = None, host: str = "127.0.0.1
         ready = session_dir / "node.ready"
         node = _spawn(session_dir, "nbdist.daemons.node", _node_args(
             [f"tcp:{host}:0", f"unix:{session_dir}/node.sock"], head, num_cpus, num_gpus,
-            resources, index, ready), secret, cfg, "node.log")
+            resources, index, ready), secret, cfg, "node.log", parent_fd)
         session.pids.append(node.pid)
         session.node_pid = node.pid
         session.save()
@@ -474,14 +496,30 @@ def stop_session(session: Session, grace: float = STOP_GRACE_S,
                 os.kill(pid, signal.SIGKILL)
             while _is_ours(pid) and not _reap(pid):
                 time.sleep(0.01)
+        if pid in stopped:  # it may still be exiting (its memory being freed): wait for that
+            while _exiting(pid) and not _reap(pid):
+                time.sleep(0.01)
     if session.node_pid:
         lifetime.remove_shm_of(session.shm_dir, session.node_pid)
-    for child in session.path.iterdir():
-        with contextlib.suppress(OSError):
-            child.unlink()
+    with contextlib.suppress(OSError):
+        for child in session.path.iterdir():
+            with contextlib.suppress(OSError):
+                child.unlink()
     with contextlib.suppress(OSError):
         session.path.rmdir()
     return stopped
+
+
+def _exiting(pid: int) -> bool:
+    """True while ``pid``, which was one of our daemons, is between its end and becoming a
+    zombie (its command line is already gone)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            if f.read():
+                return False
+    except OSError:
+        return False
+    return lifetime.process_running(pid)
 
 
 def _reap(pid: int) -> bool:
