@@ -47,3 +47,57 @@ def hex_id(value: int) -> str:
 
 def parse_hex_id(text: str) -> int:
     return int(text, 16)
+
+
+class BaseID:
+    """An id as the runtime context hands it out (Ray's ``JobID``, ``NodeID``, ...): ``hex()``
+    is the printable form that the ``get_*_id()`` calls return."""
+
+    __slots__ = ("_hex",)
+
+    def __init__(self, hex_text: str) -> None:
+        self._hex = hex_text
+
+    def hex(self) -> str:
+        return self._hex
+
+    def binary(self) -> bytes:
+        text = self._hex
+        return bytes.fromhex(text if len(text) % 2 == 0 else "0" + text)
+
+    def is_nil(self) -> bool:
+        return not self._hex.strip("f")
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other._hex == self._hex
+
+    def __hash__(self) -> int:
+        return hash(self._hex)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._hex})"
+
+    __str__ = __repr__
+
+    def __reduce__(self) -> tuple:
+        return (type(self), (self._hex,))
+
+
+class JobID(BaseID):
+    __slots__ = ()
+
+
+class NodeID(BaseID):
+    __slots__ = ()
+
+
+class TaskID(BaseID):
+    __slots__ = ()
+
+
+class ActorID(BaseID):
+    __slots__ = ()
+
+
+class WorkerID(BaseID):
+    __slots__ = ()

@@ -19,7 +19,7 @@ from nbdist.backends.base import current
 from nbdist.cluster.local import LocalCluster
 from nbdist.driver import runtime, runtime_env
 from nbdist.driver.actor import ActorClass, ActorHandle, _rebuild_handle
-from nbdist.driver.context import ContextNames
+from nbdist.driver.context import EngineContext
 from nbdist.driver.generators import (
     DynamicMarker,
     ObjectRefGenerator,
@@ -30,7 +30,6 @@ from nbdist.driver.generators import (
 from nbdist.driver.remote_function import RemoteFunction, resource_shape
 from nbdist.driver.strategies import placed, strategy_of
 from nbdist.exceptions import RuntimeNotInitializedError
-from nbdist.ids import hex_id
 from nbdist.objects.refs import ObjectRef
 from nbdist.wire import protocol as P
 
@@ -74,7 +73,8 @@ class LocalBackend:
             extra = {**(extra or {}), "runtime_env": env}
         if type(nret) is str:  # a generator: "streaming" or "dynamic"
             return generator_call(client, nret, backpressure_of(rf._options), args, kwargs,
-                                  rf._fid, pickled, rf._task_name, resources, extra)
+                                  rf._fid, pickled, rf._task_name, resources, extra,
+                                  retries=(rf._retries, rf._retry_exc))
         _, refs = client.submit(rf._fid, pickled, rf._task_name, args, kwargs, nret,
                                 resources, rf._retries, rf._retry_exc, extra=extra)
         if nret == 1:
@@ -161,7 +161,7 @@ class LocalBackend:
         return runtime.current().wait(refs, num_returns, timeout)
 
     def cancel(self, ref: ObjectRef, force: bool, recursive: bool) -> None:
-        runtime.current().cancel(ref.id, force)
+        runtime.current().cancel(ref.id, force, recursive)
 
     def cancel_submitted(self, tag: str, force: bool) -> int:
         client = runtime.current()
@@ -191,48 +191,20 @@ class LocalBackend:
         avail = _started("available_resources").control("available_resources")
         return {k: v for k, v in avail.items() if v > 0}
 
-    def runtime_context(self) -> RuntimeContext:
-        return RuntimeContext(runtime.current(), self.namespace)
-
-
-class RuntimeContext(ContextNames):
-    """Where the calling code runs (Ray's get_runtime_context())."""
-
-    def __init__(self, client: runtime.CoreClient, namespace: str) -> None:
-        self._client = client
-        self._namespace = namespace
-
-    def get_job_id(self) -> str:
-        c = self._client
-        return hex_id(c.job or c.ctx.job)
-
-    def get_task_id(self) -> str | None:
-        tid = self._client.ctx.task_id
-        return hex_id(tid) if tid else None
-
-    def get_node_id(self) -> str:
-        return self._client.node_id
-
-    def get_actor_id(self) -> str | None:
-        aid = self._client.ctx.actor_id
-        return hex_id(aid) if aid else None
-
-    def get_worker_id(self) -> str:
-        return hex_id(self._client.client_no)
-
-    @property
-    def namespace(self) -> str:
-        return self._namespace
+    def runtime_context(self) -> EngineContext:
+        return EngineContext(runtime.current(), self.namespace)
 
 
 def generator_call(client: runtime.CoreClient, kind: str, backpressure: int,
                    args: Sequence[Any], kwargs: dict[str, Any], fid: int, pickled: bytes | None,
                    name: str, resources: tuple | None, extra: dict[str, Any] | None,
-                   actor_id: int = 0, method: str | None = None) -> Any:
-    """Submit a generator task or call: its ref (dynamic) or an ObjectRefGenerator."""
+                   actor_id: int = 0, method: str | None = None,
+                   retries: tuple[int, Any] = (0, False)) -> Any:
+    """Submit a generator task or call: its ref (dynamic) or an ObjectRefGenerator.
+    ``retries`` (max_retries, retry_exceptions) apply to a dynamic one (a stream runs once)."""
     if kind == "dynamic":
         _, refs = client.submit(fid, pickled, name, (DynamicMarker(), *args), kwargs, 1,
-                                resources, 0, False, actor_id, method, extra)
+                                resources, *retries, actor_id, method, extra)
         return refs[0]
     task_id = stream_task_id(client)
     _, refs = client.submit(fid, pickled, name, (StreamMarker(backpressure), *args), kwargs, 1,

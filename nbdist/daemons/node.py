@@ -285,7 +285,7 @@ class NodeDaemon:
             if client.worker is not None:
                 st.unblocked(client.worker)
         elif op == P.CANCEL:
-            st.cancel(msg[1], msg[2])
+            st.cancel(msg[1], msg[2], len(msg) < 4 or msg[3])
         elif op == P.KILL_ACTOR:
             st.kill_actor(msg[1], msg[2])
         elif op == P.CONTROL:

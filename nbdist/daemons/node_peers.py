@@ -180,7 +180,7 @@ class NodePeers:
         elif op == P.NODE_REFS:
             st.refs(client, msg[1])
         elif op == P.CANCEL:
-            st.cancel(msg[1], msg[2])
+            st.cancel(msg[1], msg[2], len(msg) < 4 or msg[3])
         elif op == P.KILL_ACTOR:
             st.kill_actor(msg[1], msg[2])
         elif op == P.ACTOR_EVENT:

@@ -112,6 +112,7 @@ class Worker:
         self.instance: Any = None
         self.actor_id = 0
         self.actor_group: tuple | None = None  # the placement group the actor runs in
+        self.actor_spec: tuple | None = None  # its constructor call (the runtime context's)
         self.saved_cuda_env: str | None = None  # CUDA_VISIBLE_DEVICES before a task set it
         self.running_main = 0
         self.pool: ThreadPoolExecutor | None = None
@@ -124,6 +125,7 @@ class Worker:
         self.method_groups: dict[str, str] = {}
         self.pid = os.getpid()
         client.on_other = self.on_message
+        client.worker = self
 
     # -------------------------------------------------------------- messages
     def on_message(self, msg: tuple) -> None:
@@ -360,7 +362,8 @@ class Worker:
 
     def enter(self, spec: tuple, link: links.Link | None) -> tuple:
         ctx = self.client.ctx
-        saved = (ctx.task_id, ctx.job, ctx.actor_id, ctx.name, ctx.link, ctx.group)
+        saved = (ctx.task_id, ctx.job, ctx.actor_id, ctx.name, ctx.link, ctx.group, ctx.spec)
+        ctx.spec = spec
         ctx.task_id = spec[P.S_TASK_ID]
         ctx.job = spec[P.S_JOB]
         ctx.actor_id = spec[P.S_ACTOR]
@@ -370,12 +373,13 @@ class Worker:
         group = extra.get("pg") if extra else None
         if spec[P.S_METHOD] == P.ACTOR_INIT:
             self.actor_group = group
+            self.actor_spec = spec
         ctx.group = group or self.actor_group
         return saved
 
     def leave(self, saved: tuple) -> None:
         ctx = self.client.ctx
-        ctx.task_id, ctx.job, ctx.actor_id, ctx.name, ctx.link, ctx.group = saved
+        ctx.task_id, ctx.job, ctx.actor_id, ctx.name, ctx.link, ctx.group, ctx.spec = saved
 
     def execute(self, msg: tuple, main: bool = False) -> None:
         spec = msg[1]

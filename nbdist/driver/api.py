@@ -284,28 +284,42 @@ def put(value: Any) -> ObjectRef:
     return current.backend.put(value)
 
 
-def wait(object_refs: Sequence[ObjectRef], *, num_returns: int = 1,
+def wait(object_refs: list[ObjectRef], *, num_returns: int = 1,
          timeout: float | None = None, fetch_local: bool = True
          ) -> tuple[list[ObjectRef], list[ObjectRef]]:
-    """Split ``object_refs`` into (ready, not ready) once ``num_returns`` are ready or the
-    timeout passes; ready refs keep the input order."""
-    if isinstance(object_refs, ObjectRef):
-        raise TypeError("wait() takes a list of ObjectRefs, not a single ObjectRef.")
-    try:
-        refs, _ = _as_refs(object_refs, "wait")
-    except TypeError:
-        if not (isinstance(object_refs, (list, tuple)) and any(
-                isinstance(r, ObjectRefGenerator) for r in object_refs)):
-            raise
-        return wait_items(list(object_refs), num_returns, timeout, fetch_local)
-    if len(set(refs)) != len(refs):
-        raise ValueError("wait() got the same ObjectRef more than once.")
-    if not isinstance(num_returns, int) or num_returns < 0:
-        raise ValueError(f"num_returns must be a non-negative int, not {num_returns!r}.")
-    if num_returns > len(refs):
-        raise ValueError(
-            f"num_returns ({num_returns}) cannot exceed the number of refs ({len(refs)}).")
-    return current.backend.wait(refs, num_returns, timeout, fetch_local)
+    """Split ``object_refs`` (a list of refs and generators) into (ready, not ready) once
+    ``num_returns`` are ready or the timeout passes; ready refs keep the input order.
+
+    As in Ray: an empty list gives ``([], [])``; ``num_returns`` goes from 1 to the number of
+    refs, each ref appears once, and ``timeout`` is None (no limit) or at least 0."""
+    if not isinstance(object_refs, list):
+        if isinstance(object_refs, (ObjectRef, ObjectRefGenerator)):
+            raise TypeError("wait() takes a list of ObjectRefs, not a single "
+                            f"{type(object_refs).__name__}: pass [ref].")
+        raise TypeError("wait() takes a list of ObjectRefs (or ObjectRefGenerators), not a "
+                        f"{type(object_refs).__name__}.")
+    if timeout is not None and timeout < 0:
+        raise ValueError(f"wait()'s timeout must be None or at least 0, not {timeout!r}.")
+    generators = False
+    for item in object_refs:
+        if not isinstance(item, ObjectRef):
+            if not isinstance(item, ObjectRefGenerator):
+                raise TypeError(
+                    "wait() takes a list of ObjectRefs (or ObjectRefGenerators); got an item "
+                    f"of type {type(item).__name__}.")
+            generators = True
+    if not object_refs:
+        return [], []
+    if len(set(object_refs)) != len(object_refs):
+        raise ValueError("wait() got the same ObjectRef more than once: pass each ref once.")
+    if num_returns <= 0:
+        raise ValueError(f"wait()'s num_returns must be at least 1, not {num_returns!r}.")
+    if num_returns > len(object_refs):
+        raise ValueError(f"wait()'s num_returns ({num_returns}) cannot exceed the number of "
+                         f"refs ({len(object_refs)}).")
+    if generators:
+        return wait_items(list(object_refs), int(num_returns), timeout, fetch_local)
+    return current.backend.wait(list(object_refs), int(num_returns), timeout, fetch_local)
 
 
 def cancel(object_ref: ObjectRef, *, force: bool = False, recursive: bool = True) -> None:

@@ -28,6 +28,7 @@ class TaskContext(threading.local):
         self.link: Any = None  # the direct link the running call came on (worker side)
         # (placement group id, capture child tasks, bundle index) of the running work, or None
         self.group: tuple[str, bool, int] | None = None
+        self.spec: tuple | None = None  # the running call's spec (the runtime context's)
 
 
 class Dep:

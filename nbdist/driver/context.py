@@ -1,9 +1,25 @@
-"""The names every runtime context offers (Ray's ``get_runtime_context()``), whatever backend
-answers the ``get_*`` calls behind them."""
+"""The runtime context (Ray's ``get_runtime_context()``): where the calling code runs.
+
+`ContextNames` holds what every backend shares: the id objects (``job_id``, ``node_id``,
+``task_id``, ``actor_id``: `nbdist.ids` types with ``.hex()``, while the ``get_*_id()`` calls
+return the hex strings), ``get()`` (a dict that leaves out the task and actor ids where there
+are none, as Ray's) and the names derived from the backend's answers. `EngineContext` answers
+them on nbdist's engine, from the client of the calling process: in a worker, the spec of the
+call running in this thread and the constructor call of the process's actor.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from nbdist.ids import ActorID, JobID, NodeID, TaskID, hex_id
+
+if TYPE_CHECKING:
+    from nbdist.driver.runtime import CoreClient
+
+
+def _in_worker(what: str) -> None:
+    raise RuntimeError(f"{what} is only available in a task or an actor, not in the driver.")
 
 
 class ContextNames:
@@ -21,26 +37,184 @@ class ContextNames:
     def get_actor_id(self) -> str | None:
         raise NotImplementedError
 
+    def get_worker_id(self) -> str:
+        raise NotImplementedError
+
+    def get_task_name(self) -> str | None:
+        raise NotImplementedError
+
+    def get_actor_name(self) -> str | None:
+        raise NotImplementedError
+
+    def get_assigned_resources(self) -> dict[str, float]:
+        raise NotImplementedError
+
+    def get_accelerator_ids(self) -> dict[str, list[str]]:
+        raise NotImplementedError
+
+    def get_placement_group_id(self) -> str | None:
+        raise NotImplementedError
+
+    @property
+    def current_actor(self) -> Any:
+        raise NotImplementedError
+
+    @property
+    def was_current_actor_reconstructed(self) -> bool:
+        raise NotImplementedError
+
     @property
     def namespace(self) -> str:
         raise NotImplementedError
 
     @property
-    def job_id(self) -> str:
-        return self.get_job_id()
+    def job_id(self) -> JobID:
+        return JobID(self.get_job_id())
 
     @property
-    def task_id(self) -> str | None:
-        return self.get_task_id()
+    def node_id(self) -> NodeID:
+        return NodeID(self.get_node_id())
 
     @property
-    def node_id(self) -> str:
-        return self.get_node_id()
+    def task_id(self) -> TaskID | None:
+        tid = self.get_task_id()
+        return None if tid is None else TaskID(tid)
 
     @property
-    def actor_id(self) -> str | None:
-        return self.get_actor_id()
+    def actor_id(self) -> ActorID | None:
+        aid = self.get_actor_id()
+        return None if aid is None else ActorID(aid)
+
+    @property
+    def current_placement_group_id(self) -> Any:
+        from nbdist.driver.groups import PlacementGroupID
+
+        return PlacementGroupID(self.get_placement_group_id() or "f" * 36)
+
+    def get_resource_ids(self) -> dict[str, list[str]]:
+        return self.get_accelerator_ids()
 
     def get(self) -> dict[str, Any]:
-        return {"job_id": self.job_id, "task_id": self.task_id, "node_id": self.node_id,
-                "actor_id": self.actor_id, "namespace": self.namespace}
+        """job_id, node_id and namespace; task_id and actor_id where they apply (as Ray)."""
+        out: dict[str, Any] = {"job_id": self.job_id, "node_id": self.node_id,
+                               "namespace": self.namespace}
+        task_id = self.task_id
+        if task_id is not None:
+            out["task_id"] = task_id
+            actor_id = self.actor_id
+            if actor_id is not None:
+                out["actor_id"] = actor_id
+        return out
+
+
+def assigned_resources(shape: Any, extra: dict[str, Any] | None) -> dict[str, float]:
+    """The resources a call holds, by their own names, from its spec's shape (placement group
+    forms ``CPU_group_<pg>`` and node pins left out)."""
+    group = (extra or {}).get("pg")
+    suffix = f"_group_{group[0]}" if group else None
+    out: dict[str, float] = {}
+    for name, amount in shape or ():
+        if name.startswith("node:") or name.startswith("bundle_group_"):
+            continue
+        if suffix is not None:
+            if not name.endswith(suffix):
+                continue
+            name = name[:-len(suffix)]
+            if "_group_" in name:  # the bundle-indexed form of the same amount
+                continue
+        out[name] = out.get(name, 0.0) + float(amount)
+    return out
+
+
+class EngineContext(ContextNames):
+    """The runtime context on nbdist's engine."""
+
+    def __init__(self, client: CoreClient, namespace: str) -> None:
+        self._client = client
+        self._namespace = namespace
+
+    def _spec(self) -> tuple | None:
+        return self._client.ctx.spec if self._client.ctx.task_id else None
+
+    def _actor_spec(self) -> tuple | None:
+        worker = self._client.worker
+        return None if worker is None or not self._client.ctx.actor_id else worker.actor_spec
+
+    def _actor_extra(self) -> dict[str, Any]:
+        from nbdist.wire import protocol as P
+
+        spec = self._actor_spec()
+        return (spec[P.S_EXTRA] or {}) if spec is not None else {}
+
+    def get_job_id(self) -> str:
+        c = self._client
+        return hex_id(c.job or c.ctx.job)
+
+    def get_task_id(self) -> str | None:
+        tid = self._client.ctx.task_id
+        return hex_id(tid) if tid else None
+
+    def get_node_id(self) -> str:
+        return self._client.node_id
+
+    def get_actor_id(self) -> str | None:
+        aid = self._client.ctx.actor_id
+        return hex_id(aid) if aid else None
+
+    def get_worker_id(self) -> str:
+        return hex_id(self._client.client_no)
+
+    def get_task_name(self) -> str | None:
+        return self._client.ctx.name or None if self._client.ctx.task_id else None
+
+    def get_actor_name(self) -> str | None:
+        if not self._client.ctx.actor_id:
+            return None
+        extra = self._actor_extra()
+        return extra.get("actor_name") or extra.get("name") or ""
+
+    def get_assigned_resources(self) -> dict[str, float]:
+        from nbdist.wire import protocol as P
+
+        spec = self._spec()
+        if spec is None:
+            _in_worker("get_assigned_resources()")
+        assert spec is not None
+        if spec[P.S_ACTOR] and spec[P.S_METHOD] != P.ACTOR_INIT:
+            spec = self._actor_spec() or spec  # an actor's calls use what the actor holds
+        shape = spec[P.S_RESOURCES]
+        if shape is None:  # a task's default
+            shape = (("CPU", 1.0),)
+        return assigned_resources(shape, spec[P.S_EXTRA])
+
+    def get_accelerator_ids(self) -> dict[str, list[str]]:
+        if not self._client.ctx.task_id:
+            return {"GPU": []}
+        return {"GPU": [str(g) for g in self._client.gpu_ids]}
+
+    def get_placement_group_id(self) -> str | None:
+        group = self._client.ctx.group
+        return group[0] if group else None
+
+    @property
+    def current_actor(self) -> Any:
+        from nbdist.driver.actor import _method_table, _rebuild_handle
+        from nbdist.wire import protocol as P
+
+        spec = self._actor_spec()
+        worker = self._client.worker
+        if spec is None or worker is None:
+            raise RuntimeError("current_actor is only available in an actor.")
+        cls = worker.load_fn(spec[P.S_FID])
+        name = self._actor_extra().get("class_name") or cls.__name__
+        return _rebuild_handle(self._client.ctx.actor_id, name, _method_table(cls))
+
+    @property
+    def was_current_actor_reconstructed(self) -> bool:
+        if not self._client.ctx.actor_id:
+            raise RuntimeError("was_current_actor_reconstructed is only available in an actor.")
+        return bool(self._actor_extra().get("restarts"))
+
+    @property
+    def namespace(self) -> str:
+        return self._namespace

@@ -323,8 +323,8 @@ def run(client: Any, spec: tuple, fn: Any, args: list[Any], kwargs: dict[str, An
     if type(args[0]) is DynamicMarker:
         gen = fn(*args[1:], **kwargs)
         if hasattr(gen, "__anext__"):
-            return asyncio.run(_dynamic_async(client, gen, error_blob))
-        return _dynamic(client, gen, error_blob)
+            return asyncio.run(_dynamic_async(client, spec, gen, error_blob))
+        return _dynamic(client, spec, gen, error_blob)
     stream = _Stream(client, spec, args[0], error_blob)
     try:
         gen = fn(*args[1:], **kwargs)
@@ -346,8 +346,8 @@ async def run_async(client: Any, spec: tuple, fn: Any, args: list[Any],
     if type(args[0]) is DynamicMarker:
         gen = fn(*args[1:], **kwargs)
         if hasattr(gen, "__anext__"):
-            return await _dynamic_async(client, gen, error_blob)
-        return _dynamic(client, gen, error_blob)
+            return await _dynamic_async(client, spec, gen, error_blob)
+        return _dynamic(client, spec, gen, error_blob)
     stream = _Stream(client, spec, args[0], error_blob)
     try:
         gen = fn(*args[1:], **kwargs)
@@ -360,44 +360,68 @@ async def run_async(client: Any, spec: tuple, fn: Any, args: list[Any],
     return StreamEnd(stream.refs)
 
 
-def _dynamic(client: Any, gen: Any, error_blob: Any) -> DynamicObjectRefGenerator:
+def retryable(spec: tuple, exc: Exception) -> bool:
+    """Whether the task's ``retry_exceptions`` covers ``exc`` (True, or one of the names of
+    the exception types it lists is in ``exc``'s MRO)."""
+    policy = spec[P.S_RETRY_EXC]
+    if policy is True:
+        return True
+    return bool(policy) and any(t.__name__ in policy for t in type(exc).__mro__)
+
+
+def _dynamic(client: Any, spec: tuple, gen: Any, error_blob: Any) -> DynamicObjectRefGenerator:
     """A ref per value ``gen`` yields; if it raises, its error is one more ref, the last, so
-    the values before it stay readable (as in Ray)."""
+    the values before it stay readable (as in Ray). An error ``retry_exceptions`` covers
+    fails the whole task instead, so that it runs again (its values so far are dropped)."""
     refs = []
     try:
         for value in gen:
             refs.append(client.put(value))
     except Exception as exc:
+        if retryable(spec, exc):
+            raise
         refs.append(put_error_at(client, client.ids.next(), error_blob(exc)))
     return DynamicObjectRefGenerator(refs)
 
 
-async def _dynamic_async(client: Any, gen: Any, error_blob: Any) -> DynamicObjectRefGenerator:
+async def _dynamic_async(client: Any, spec: tuple, gen: Any,
+                         error_blob: Any) -> DynamicObjectRefGenerator:
     refs = []
     try:
         async for value in gen:
             refs.append(client.put(value))
     except Exception as exc:
+        if retryable(spec, exc):
+            raise
         refs.append(put_error_at(client, client.ids.next(), error_blob(exc)))
     return DynamicObjectRefGenerator(refs)
 
 
 def static_returns(value: Any, nret: int, error_blob: Any) -> tuple[list[Any], bytes | None]:
     """The values of a task declared with ``num_returns=nret`` (> 1), and the error its
-    other returns hold: a generator that raises after yielding fewer than ``nret`` values
-    keeps those and its error fills the rest (as in Ray). One that raises after yielding
-    them all has its error printed, to the caller's output, and its returns kept."""
+    other returns hold, as in Ray: a generator that yields fewer than ``nret`` values keeps
+    those, and the rest hold its error (or a ValueError saying how many it yielded). One that
+    yields more keeps its first ``nret``: the extra value is not taken, and an error is printed
+    to the task's output. An error raised after all ``nret`` values is printed and ignored."""
     if not inspect.isgenerator(value):
         return list(value), None
     values: list[Any] = []
     try:
         for item in value:
+            if len(values) == nret:
+                value.close()
+                print(f"The generator yielded more than num_returns={nret} values; the first "
+                      f"{nret} are its returns, the rest are ignored.", file=sys.stderr)
+                break
             values.append(item)
     except Exception as exc:
         if len(values) < nret:
             return values, error_blob(exc)
         print(f"The generator raised {exc!r} after yielding all its {nret} returns; "
               "the error is ignored.", file=sys.stderr)
+    if len(values) < nret:
+        return values, error_blob(ValueError(
+            f"The generator yielded {len(values)} values, but num_returns={nret}."))
     return values, None
 
 

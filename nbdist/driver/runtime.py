@@ -129,6 +129,7 @@ class CoreClient:
         self.closed = False
         self.close_reason = ""
         self.on_other: Callable[[tuple], None] | None = None
+        self.worker: Any = None  # in a worker process, its Worker (the runtime context's)
         self.task_tags: dict[int, str] = {}
         self.publish = ev.publish if mode == P.KIND_DRIVER else _no_publish
         self.direct: DirectCalls | None = None
@@ -617,11 +618,11 @@ class CoreClient:
         """How many refs to ``oid`` this process holds."""
         return self._refs.get(oid, 0)
 
-    def cancel(self, oid: int, force: bool) -> None:
+    def cancel(self, oid: int, force: bool, recursive: bool = True) -> None:
         direct = self.direct
         if direct is not None and direct.cancel(direct.task_of(oid), force):
             return
-        self.send([(P.CANCEL, oid, force)])
+        self.send([(P.CANCEL, oid, force, recursive)])
 
     def cancel_task(self, task_id: int, force: bool) -> None:
         direct = self.direct

@@ -115,6 +115,10 @@ class ActorTable:
         if actor.state != "pending":
             actor.to("pending")
         init = self.init_task(actor)
+        if actor.restarts:  # (the actor's runtime context tells it was reconstructed)
+            spec = init.spec
+            extra = {**(spec[P.S_EXTRA] or {}), "restarts": actor.restarts}
+            init.spec = (*spec[:P.S_EXTRA], extra, *spec[P.S_EXTRA + 1:])
         actor.inflight[init.id] = init
         init.worker = worker
         init.gpus = actor.gpus  # its process sees them (CUDA_VISIBLE_DEVICES); the actor holds them
@@ -140,7 +144,9 @@ class ActorTable:
         init.ready = True
         extra = dict(actor.spec[P.S_EXTRA] or {})
         extra["max_restarts"] = actor.restarts_left
+        extra["actor_name"] = extra.get("name")  # (its runtime context's)
         extra["name"] = None  # the name stays registered by this node
+        extra["restarts"] = actor.restarts
         spec = actor.spec
         init.spec = (*spec[:P.S_EXTRA], extra, *spec[P.S_EXTRA + 1:])
         self.placement.charge(index, actor.spec[P.S_RESOURCES] or ())

@@ -55,6 +55,8 @@ class NodeState:
         self.stepper = Stepper(self.notices, self._go)
         self._objs = self.objects.by_id
         self._tasks = self.tasks.by_id
+        # Tasks being cancelled with the tasks they submit (pruned at each cancel).
+        self.cancel_trees: set[int] = set()
 
     def _producer(self, oid: int) -> Task | None:
         return self.tasks.producer(oid)
@@ -145,6 +147,8 @@ class NodeState:
         task.missing = missing
         if missing == 0:
             self._deps_ready(task)
+        if self.cancel_trees and client.kind == P.KIND_WORKER:
+            self.child_submitted(task)
 
     def _deps_ready(self, task: Task) -> None:
         """Every argument of ``task`` is here: fail it (an argument failed), place it
@@ -395,16 +399,41 @@ class NodeState:
             if not task.finished and task.spec[P.S_JOB] == job and not task.spec[P.S_ACTOR]:
                 self._cancel_task(task, task.return_ids[0] if task.return_ids else 0, True)
 
-    def cancel(self, oid: int, force: bool) -> None:
+    def cancel(self, oid: int, force: bool, recursive: bool = True) -> None:
+        """Cancel the task returning ``oid``; ``recursive``: the tasks it submitted here
+        too, and those they submitted (as Ray's ``cancel(recursive=True)``), and any it
+        submits until it ends (`child_submitted`)."""
         task = self.tasks.producer(oid)
         if task is None or task.finished:
             return
-        self._cancel_task(task, oid, force)
+        if recursive:
+            self.cancel_trees = {t for t in self.cancel_trees if t in self._tasks}
+            self.cancel_trees.add(task.id)
+            self._cancel_children(task.id, force)
+        self._cancel_task(task, oid, force, recursive)
 
-    def _cancel_task(self, task: Task, oid: int, force: bool) -> None:
+    def _cancel_children(self, parent: int, force: bool) -> None:
+        children: dict[int, list[Task]] = {}
+        for t in self._tasks.values():
+            if not t.finished and t.spec[P.S_PARENT]:
+                children.setdefault(t.spec[P.S_PARENT], []).append(t)
+        todo = list(children.get(parent, ()))
+        while todo:
+            child = todo.pop()
+            self.cancel_trees.add(child.id)
+            todo.extend(children.get(child.id, ()))
+            self._cancel_task(child, child.id + 1, force)
+
+    def child_submitted(self, task: Task) -> None:
+        """``task`` was submitted by a task being cancelled recursively: cancel it too."""
+        if task.spec[P.S_PARENT] in self.cancel_trees and not task.finished:
+            self.cancel_trees.add(task.id)
+            self._cancel_task(task, task.id + 1, False)
+
+    def _cancel_task(self, task: Task, oid: int, force: bool, recursive: bool = True) -> None:
         task.cancelled = True
         if task.remote:
-            self.io.to_node(task.remote, (P.CANCEL, oid, force))
+            self.io.to_node(task.remote, (P.CANCEL, oid, force, recursive))
             return
         err = system_error_blob(TaskCancelledError(
             f"Task {task.spec[P.S_NAME]!r} was cancelled."))

@@ -38,7 +38,7 @@ REFS = 13  # (REFS, ops: list of (+1|-1, id))  ordered adds/removes of this proc
 GET_REQ = 14  # (GET_REQ, oids[, coming])  push me these objects when they are ready
 BLOCKED = 15  # (BLOCKED, task_id)   the worker waits in get: give its CPU back
 UNBLOCKED = 16  # (UNBLOCKED, task_id)
-CANCEL = 17  # (CANCEL, task_id, force)
+CANCEL = 17  # (CANCEL, task_id, force[, recursive: the tasks it submitted too; default])
 KILL_ACTOR = 18  # (KILL_ACTOR, actor_id, no_restart)
 CONTROL = 19  # (CONTROL, req_id, op, args)   cluster queries; relayed to the head as needed
 # ("reserve" (oid, size, arena_ok) answers the arena offset granted, or -1: write a file.)

@@ -48,8 +48,8 @@ def test_runtime_context_of_the_driver(backend) -> None:
     ctx = nbdist.get_runtime_context()
     assert ctx.get_task_id() is None and ctx.task_id is None
     assert ctx.get_actor_id() is None
-    assert ctx.get_job_id() == ctx.job_id
-    assert set(ctx.get()) == {"job_id", "task_id", "node_id", "actor_id", "namespace"}
+    assert ctx.get_job_id() == ctx.job_id.hex()
+    assert set(ctx.get()) == {"job_id", "node_id", "namespace"}
 
 
 def test_is_initialized_and_reinit(backend) -> None:

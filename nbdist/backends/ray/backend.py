@@ -530,6 +530,45 @@ class RayRuntimeContext(ContextNames):
     def get_worker_id(self) -> str:
         return str(self._ctx.get_worker_id())
 
+    def _in_worker(self) -> bool:
+        return self._ctx.get_task_id() is not None
+
+    def get_task_name(self) -> str | None:
+        return self._ctx.get_task_name() if self._in_worker() else None
+
+    def get_actor_name(self) -> str | None:
+        return self._ctx.get_actor_name() if self._in_worker() else None
+
+    def get_assigned_resources(self) -> dict[str, float]:
+        if not self._in_worker():
+            raise RuntimeError("get_assigned_resources() is only available in a task or an "
+                               "actor, not in the driver.")
+        return dict(self._ctx.get_assigned_resources())
+
+    def get_accelerator_ids(self) -> dict[str, list[str]]:
+        return dict(self._ctx.get_accelerator_ids())
+
+    def get_placement_group_id(self) -> str | None:
+        return self._ctx.get_placement_group_id()
+
+    @property
+    def current_actor(self) -> Any:
+        import ray
+
+        if self.get_actor_id() is None:
+            raise RuntimeError("current_actor is only available in an actor.")
+        worker = ray._private.worker.global_worker
+        host = worker.actors.get(worker.actor_id)  # the process's SyncHost / AsyncHost
+        if host is None:
+            raise RuntimeError("current_actor is only available in an actor.")
+        return RayActorHandle(self._ctx.current_actor, *host.nbdist_meta())
+
+    @property
+    def was_current_actor_reconstructed(self) -> bool:
+        if self.get_actor_id() is None:
+            raise RuntimeError("was_current_actor_reconstructed is only available in an actor.")
+        return bool(self._ctx.was_current_actor_reconstructed)
+
     @property
     def namespace(self) -> str:
         return str(self._ctx.namespace)
