@@ -201,14 +201,15 @@ def generator_call(client: runtime.CoreClient, kind: str, backpressure: int,
                    actor_id: int = 0, method: str | None = None,
                    retries: tuple[int, Any] = (0, False)) -> Any:
     """Submit a generator task or call: its ref (dynamic) or an ObjectRefGenerator.
-    ``retries`` (max_retries, retry_exceptions) apply to a dynamic one (a stream runs once)."""
+    ``retries``: (max_retries, retry_exceptions); a stream retries within its call."""
     if kind == "dynamic":
         _, refs = client.submit(fid, pickled, name, (DynamicMarker(), *args), kwargs, 1,
                                 resources, *retries, actor_id, method, extra)
         return refs[0]
     task_id = stream_task_id(client)
-    _, refs = client.submit(fid, pickled, name, (StreamMarker(backpressure), *args), kwargs, 1,
-                            resources, 0, False, actor_id, method, extra, task_id=task_id)
+    marker = StreamMarker(backpressure, retries[0] if retries[1] else 0)
+    _, refs = client.submit(fid, pickled, name, (marker, *args), kwargs, 1,
+                            resources, 0, retries[1], actor_id, method, extra, task_id=task_id)
     return ObjectRefGenerator(task_id, refs[0], backpressure)
 
 

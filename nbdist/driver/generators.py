@@ -20,7 +20,9 @@ worker's connection, and the worker's holds go after it, so no item is freed bef
 holds it. A worker on another node than the caller cannot store at the caller's ids: it puts
 its items under its own ids and the caller takes them from the end when the task is over
 (correct, but nothing streams). A streaming task is not retried after a crash: its items
-would be stored twice.
+would be stored twice. An error its ``retry_exceptions`` covers runs the generator again in
+the same call (`StreamMarker.retries` times), dropping the values that would take the
+places of the items already stored, as Ray does.
 
 Dynamic. ``num_returns="dynamic"``: the task's one return is a `DynamicObjectRefGenerator`
 (a list of refs, one per yielded value, and one more holding the error if the generator
@@ -57,15 +59,17 @@ _streams = itertools.count(1)
 
 class StreamMarker:
     """The first argument of a streaming call: stream, with at most ``backpressure``
-    unconsumed items (0: no limit)."""
+    unconsumed items (0: no limit); run the generator again up to ``retries`` times (-1: no
+    limit) when it raises an error its ``retry_exceptions`` covers."""
 
-    __slots__ = ("backpressure",)
+    __slots__ = ("backpressure", "retries")
 
-    def __init__(self, backpressure: int) -> None:
+    def __init__(self, backpressure: int, retries: int = 0) -> None:
         self.backpressure = backpressure
+        self.retries = retries
 
     def __reduce__(self) -> Any:
-        return (StreamMarker, (self.backpressure,))
+        return (StreamMarker, (self.backpressure, self.retries))
 
 
 class StreamEnd:
@@ -290,6 +294,7 @@ class _Stream:
         self.here = self.task_id >> P.OWNER_SHIFT == node
         self.error_blob = error_blob
         self.refs: list[ObjectRef] = []
+        self.skip = 0  # values of a retried run that take the place of stored items
 
     def wait_turn(self) -> None:
         n = len(self.refs)
@@ -298,6 +303,9 @@ class _Stream:
             current.backend.get([ack], None)
 
     def store(self, value: Any) -> None:
+        if self.skip:
+            self.skip -= 1
+            return
         n = len(self.refs)
         if n >= MAX_ITEMS:
             raise RuntimeError(f"A streaming generator may yield at most {MAX_ITEMS} values.")
@@ -326,15 +334,25 @@ def run(client: Any, spec: tuple, fn: Any, args: list[Any], kwargs: dict[str, An
             return asyncio.run(_dynamic_async(client, spec, gen, error_blob))
         return _dynamic(client, spec, gen, error_blob)
     stream = _Stream(client, spec, args[0], error_blob)
-    try:
-        gen = fn(*args[1:], **kwargs)
-        if hasattr(gen, "__anext__"):
-            asyncio.run(_drive_async(stream, gen))
-        else:
-            _drive_sync(stream, gen)
-    except Exception as exc:
-        stream.failed(exc)
-    return StreamEnd(stream.refs)
+    retries = args[0].retries
+    while True:
+        try:
+            gen = fn(*args[1:], **kwargs)
+            if hasattr(gen, "__anext__"):
+                asyncio.run(_drive_async(stream, gen))
+            else:
+                _drive_sync(stream, gen)
+        except Exception as exc:
+            if retries != 0 and retryable(spec, exc):
+                # As Ray: run it again here; the items stored stay, and the values the
+                # new run yields in their places are dropped.
+                retries -= 1
+                stream.skip = len(stream.refs)
+                print(f"The generator raised {exc!r}; retry_exceptions allows a retry: "
+                      "running it again.", file=sys.stderr)
+                continue
+            stream.failed(exc)
+        return StreamEnd(stream.refs)
 
 
 async def run_async(client: Any, spec: tuple, fn: Any, args: list[Any],

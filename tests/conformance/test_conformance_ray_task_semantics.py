@@ -197,6 +197,22 @@ def test_retry_exceptions_for_other_errors_leaves_the_error_in_place(backend, tm
     assert len(os.listdir(tmp_path)) == 1
 
 
+def test_retry_exceptions_reruns_a_stream_keeping_the_items_it_gave(backend, tmp_path) -> None:
+    gen = flaky.options(retry_exceptions=True, max_retries=2).remote(str(tmp_path), 2)
+    # The first run's item 0 stays; the last run gives the items after it.
+    assert [nbdist.get(ref, timeout=120) for ref in gen] == [(0, 0), (2, 1), (2, 2)]
+    assert len(os.listdir(tmp_path)) == 3
+
+
+def test_a_stream_without_retry_exceptions_ends_with_its_error(backend, tmp_path) -> None:
+    refs = list(flaky.options(max_retries=2).remote(str(tmp_path), 2))
+    assert len(refs) == 2
+    assert nbdist.get(refs[0], timeout=120) == (0, 0)
+    with pytest.raises(ValueError, match="attempt 0"):
+        nbdist.get(refs[1], timeout=120)
+    assert len(os.listdir(tmp_path)) == 1
+
+
 # --------------------------------------------------------------------- runtime context
 
 

@@ -180,7 +180,7 @@ class RayBackend:
         retry_spec = tuple(retry) if isinstance(retry, (list, tuple)) else bool(retry)
         if type(rf._nret) is str:
             fn = generators.make_task_function(rf._function, rf._task_name, rf._nret,
-                                               use_in_worker)
+                                               use_in_worker, retry_spec)
         else:
             fn = worker.make_task_function(rf._function, rf._task_name, retry_spec,
                                            use_in_worker)

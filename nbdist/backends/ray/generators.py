@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from nbdist.backends.ray import worker
-from nbdist.backends.ray.errors import translate
+from nbdist.backends.ray.errors import RetryableTaskFailure, translate
 from nbdist.backends.ray.refs import ObjectRef as RayRef
 from nbdist.driver.generators import DynamicObjectRefGenerator
 from nbdist.driver.generators import ObjectRefGenerator as EngineGenerator
@@ -43,8 +43,9 @@ def _start(fn: Any, name: str, tag: str | None, args: Any, kwargs: Any,
 
 
 def stream(fn: Any, name: str, tag: str | None, args: Any, kwargs: Any,
-           setup: Any) -> Iterator[Any]:
-    """The user's generator, a step at a time inside the call's context."""
+           setup: Any, retry: Any = False) -> Iterator[Any]:
+    """The user's generator, a step at a time inside the call's context; an error ``retry``
+    (the task's ``retry_exceptions``) covers is raised as retryable, so Ray runs it again."""
     info, gen = _start(fn, name, tag, args, kwargs, setup)
     if hasattr(gen, "__anext__"):
         gen = _sync_steps(gen)
@@ -55,7 +56,7 @@ def stream(fn: Any, name: str, tag: str | None, args: Any, kwargs: Any,
         except StopIteration:
             return
         except Exception as exc:
-            raise worker.failure(name, exc, False) from None
+            raise worker.failure(name, exc, retry) from None
         finally:
             worker._finish_output(info)
             worker.current.reset(token)
@@ -92,16 +93,19 @@ def _sync_steps(agen: Any) -> Iterator[Any]:
 
 
 def dynamic(fn: Any, name: str, tag: str | None, args: Any, kwargs: Any,
-            setup: Any) -> DynamicObjectRefGenerator:
+            setup: Any, retry: Any = False) -> DynamicObjectRefGenerator:
     """A ``num_returns="dynamic"`` call: every value put in Ray's store, the refs returned.
     If the generator raises, the values it yielded stay readable and its error is one more
-    ref, the last (as nbdist's engine does): a task that only re-raises it."""
+    ref, the last (as nbdist's engine does): a task that only re-raises it. An error that
+    ``retry`` covers fails the task instead, so that Ray runs it again."""
     import ray
 
     refs: list[Any] = []
     try:
-        for value in stream(fn, name, tag, args, kwargs, setup):
+        for value in stream(fn, name, tag, args, kwargs, setup, retry):
             refs.append(RayRef(ray.put(value)))
+    except RetryableTaskFailure:
+        raise
     except Exception as exc:
         refs.append(RayRef(ray.remote(num_cpus=0, max_retries=0)(_reraise).remote(exc)))
     return DynamicObjectRefGenerator(refs)
@@ -111,16 +115,16 @@ def _reraise(exc: BaseException) -> None:
     raise exc
 
 
-def make_task_function(fn: Any, name: str, kind: str, setup: Any) -> Any:
+def make_task_function(fn: Any, name: str, kind: str, setup: Any, retry: Any = False) -> Any:
     """The function Ray runs for a generator task (`worker.make_task_function`'s twin)."""
     if kind == "dynamic":
         def run_dynamic(*args: Any, **kwargs: Any) -> Any:
-            return dynamic(fn, name, None, args, kwargs, setup)
+            return dynamic(fn, name, None, args, kwargs, setup, retry)
 
         run: Any = run_dynamic
     else:
         def run_stream(*args: Any, **kwargs: Any) -> Any:
-            yield from stream(fn, name, None, args, kwargs, setup)
+            yield from stream(fn, name, None, args, kwargs, setup, retry)
 
         run = run_stream
     run.__name__ = run.__qualname__ = name
