@@ -81,6 +81,12 @@ def init(address: str | None = None, *, backend: str = "nbdist", num_cpus: float
     ``backend="ray"`` runs everything on Ray instead (see docs/scaling.md): ``address`` None
     starts a local Ray, "auto" or "HOST:PORT" or "ray://HOST:PORT" attaches to a Ray cluster;
     the other keyword arguments go to ``ray.init``."""
+    job_config = kwargs.pop("job_config", None)
+    if job_config is not None:  # its runtime env and namespace, unless given here (as Ray)
+        from nbdist.job_config import init_arguments
+
+        namespace, kwargs["runtime_env"] = init_arguments(job_config, namespace,
+                                                          kwargs.get("runtime_env"))
     if backend != "nbdist" or current.backend is not _local:
         info = _init_backend(backend, address, dict(
             kwargs, num_cpus=num_cpus, num_gpus=num_gpus, resources=resources,
