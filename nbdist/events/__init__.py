@@ -264,13 +264,16 @@ class EventBus:
         return items if raw else [build(x) for x in items]
 
     def subscribe(self, callback: Callable[[list[Any]], None],
-                  kinds: Iterable[str] | None = None, raw: bool = False
-                  ) -> Callable[[], None]:
+                  kinds: Iterable[str] | None = None, raw: bool = False,
+                  pending: bool = False) -> Callable[[], None]:
         """``callback(batch)`` from now on, with the records of ``kinds`` (None: all);
-        ``raw``: items as published (see `build`, `fields`)."""
+        ``raw``: items as published (see `build`, `fields`). ``pending``: also the records
+        published before now that no batch has handed out yet: for a subscriber that takes
+        over from another one during a delivery to it (no batch goes out until that returns,
+        so the one it replaces never sees them)."""
         sub = _Sub(callback, None if kinds is None else frozenset(kinds), raw)
         with self._lock:
-            sub.skip = len(self._pending)
+            sub.skip = 0 if pending else len(self._pending)
             self._subs = [*self._subs, sub]
             self._refresh_wanted()
             self._start_dispatcher()
@@ -534,11 +537,11 @@ def bus() -> EventBus:
 
 
 def subscribe(callback: Callback, kinds: Iterable[str] | None = None,
-              raw: bool = False) -> Callable[[], None]:
+              raw: bool = False, pending: bool = False) -> Callable[[], None]:
     """Call ``callback(list_of_events)`` for every event from now on (of ``kinds``, if given:
     records of other kinds are then not even built for it; ``raw``: items as published, see
-    `build`); returns unsubscribe."""
-    return _bus.subscribe(callback, kinds, raw)
+    `build`; ``pending``: see `EventBus.subscribe`); returns unsubscribe."""
+    return _bus.subscribe(callback, kinds, raw, pending)
 
 
 def recent(n: int | None = None, raw: bool = False) -> list[Any]:

@@ -251,10 +251,11 @@ class Hub:
             kinds = self._model.kinds()
             if self._unsubscribe is None or kinds == self._following:
                 return
-            # The new subscription first: a record published in between reaches the model
-            # (perhaps twice, which it takes as once), never zero times.
+            # The new subscription first, taking the records not yet handed out (published
+            # while this batch is applied: a get's wait_begun right after its burst): a record
+            # reaches the model (perhaps twice, which it takes as once), never zero times.
             old, self._unsubscribe = self._unsubscribe, events.subscribe(
-                self.on_events, kinds, raw=True)
+                self.on_events, kinds, raw=True, pending=True)
             old()
             self._following = kinds
 

@@ -1,21 +1,42 @@
 """The numbers the nbdist panel shows, in a real JupyterLab and Chromium on a real kernel.
 
-The tests share one notebook and kernel (see conftest.py) and run in file order: cells under
-markdown cells are named by their execution count, a grouped run's wait fills up as its tasks
-finish, its header's states add up to its task count while its workers show busy, and a
-stopped cluster leaves no actor alive. Every assertion reads what the panel rendered.
+The tests share one notebook, kernel and cluster (the ``notebook`` fixture below opens the
+panel and starts the cluster, so each test also runs alone): cells under markdown cells are
+named by their execution count, a grouped run's wait fills up as its tasks finish, its header's
+states add up to its task count while its workers show busy, and a stopped cluster leaves no
+actor alive. Every assertion reads what the panel rendered. Waits on the page have limits far
+above what they take on a quiet machine: the suite runs beside other work on 2 cores.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
-from lab_session import NotebookPage
+from lab_session import LabServer, NotebookPage, write_notebook
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = pytest.mark.timeout(420)
 
 PANEL = "#nbdist-panel"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "browser"
+SETTLE_MS = 180_000  # the panel catching up with a 3,000-task run on a loaded machine
+
+
+@pytest.fixture(scope="module")
+def notebook(lab: LabServer, chromium: Any) -> Iterator[NotebookPage]:
+    write_notebook(lab.root / "numbers.ipynb", ["1 + 1"])
+    page = chromium.pages[0] if chromium.pages else chromium.new_page()
+    page.set_default_timeout(60_000)
+    nb = NotebookPage(page, ARTIFACTS, "numbers.ipynb")
+    nb.open(lab.notebook_url("numbers.ipynb"))
+    nb.open_panel()
+    page.wait_for_selector(f'{PANEL}[data-link-status="connected"]')
+    nb.run_cell("import nbdist, time\nnbdist.init(num_cpus=2)", timeout=120)
+    page.wait_for_selector(f'{PANEL}[data-cluster="true"]')
+    yield nb
 
 
 def observe(notebook: NotebookPage, name: str, selector: str, read: str) -> None:
@@ -43,12 +64,9 @@ def recorded(notebook: NotebookPage, name: str) -> list:
 def test_a_cell_is_named_by_its_execution_count_and_go_to_cell_finds_it(
         notebook: NotebookPage) -> None:
     page = notebook.page
-    notebook.open_panel()
-    page.wait_for_selector(f'{PANEL}[data-link-status="connected"]')
     notebook.evaluate("""const model = nb.content.model;
         model.sharedModel.insertCell(0, {cell_type: 'markdown', source: '# Notes'});
         model.sharedModel.insertCell(1, {cell_type: 'markdown', source: 'More notes'});""")
-    notebook.run_cell("import nbdist, time\nnbdist.init(num_cpus=2)")
     notebook.run_cell("@nbdist.remote\ndef nap(s):\n    time.sleep(s)\n    return s")
     notebook.run_cell("_ = nbdist.get([nap.remote(0.5) for _ in range(2)])")
     index, count = notebook.evaluate(
@@ -74,10 +92,14 @@ def test_a_grouped_get_fills_up_as_its_tasks_finish_and_workers_show_busy(
             "Number(el.dataset.waitReady)")
     observe(notebook, "__caption", ".nbdist-workers .nbdist-note", "el.textContent")
     notebook.run_cell("@nbdist.remote\ndef tick(i):\n    time.sleep(0.002)\n    return i\n\n"
-                      "_ = nbdist.get([tick.remote(i) for i in range(3000)])", timeout=180)
-    page.wait_for_selector(f'{PANEL}[data-grouped="true"]')
+                      "_ = nbdist.get([tick.remote(i) for i in range(3000)])", timeout=300)
+    page.wait_for_selector(f'{PANEL}[data-grouped="true"]', timeout=SETTLE_MS)
+    # The get's wait begins while the kernel's hub narrows its subscription to what a grouped
+    # model follows: on a loaded machine its first record was lost in that swap, and the wait
+    # never showed at all (the hub now takes the records pending at the swap).
     page.wait_for_selector(
-        f'{PANEL} [data-wait-total="3000"][data-wait-ready="3000"][data-wait-done="true"]')
+        f'{PANEL} [data-wait-total="3000"][data-wait-ready="3000"][data-wait-done="true"]',
+        timeout=SETTLE_MS)
     ready = recorded(notebook, "__ready")
     captions = recorded(notebook, "__caption")
     assert ready and ready[0] < 3000, f"the wait was full from its start: {ready[:5]}"

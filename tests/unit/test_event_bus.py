@@ -238,3 +238,29 @@ def test_a_pull_queue_reader_is_given_a_turn_by_the_dispatcher() -> None:
     assert turned.wait(5), "the dispatcher thread never gave the reader its turn"
     assert [events.build(x) for x in took] == [events.ObjectFreed(1.0, "a")]
     bus.close()
+
+
+def test_a_subscriber_taking_over_during_a_delivery_gets_what_was_published_meanwhile() -> None:
+    """A view that narrows its kinds mid-run swaps subscriptions inside its callback: a
+    record published while it ran reaches the new subscription, not nobody."""
+    bus = events.EventBus()
+    got: list[events.Event] = []
+    swapped = threading.Event()
+    subs: list[Callable[[], None]] = []
+
+    def first(batch: list[events.Event]) -> None:
+        got.extend(batch)
+        if not swapped.is_set():
+            bus.publish(_rec(2))  # published during this delivery
+            subs.append(bus.subscribe(got.extend, pending=True))
+            subs.pop(0)()
+            swapped.set()
+
+    subs.append(bus.subscribe(first))
+    bus.publish(_rec(1))
+    bus.flush()
+    assert swapped.is_set()
+    bus.flush()
+    assert [e.object_id for e in got if isinstance(e, events.ObjectFreed)] == ["1", "2"]
+    subs[0]()
+    bus.close()
