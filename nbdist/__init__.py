@@ -12,6 +12,7 @@ import cloudpickle as cloudpickle  # `from ray import cloudpickle`; kept out of 
 
 from nbdist import actor as actor  # `ray.actor.ActorHandle` in annotations; kept out of __all__
 from nbdist import events, exceptions, util  # util: like ray.util, part of `import nbdist`
+from nbdist import job_config as job_config  # `ray.job_config.JobConfig`; kept out of __all__
 from nbdist.driver.actor import ActorClass, ActorHandle, method
 from nbdist.driver.api import (
     available_resources,

@@ -21,6 +21,8 @@ def test_public_names() -> None:
     assert set(nbdist.__all__) == EXPECTED
     for name in EXPECTED:
         assert hasattr(nbdist, name)
+    # Reached as attributes after `import nbdist`, as in Ray, but not star-exported.
+    assert nbdist.job_config.JobConfig().runtime_env == {}
 
 
 def test_error_tree_and_ray_aliases() -> None:
