@@ -149,6 +149,10 @@ class LocalBackend:
         actor_id, class_name, methods = pickle.loads(meta)
         return _rebuild_handle(actor_id, class_name, methods)
 
+    def list_named_actors(self) -> list[dict[str, str]]:
+        """Every live named actor of the cluster: ``{"name", "namespace"}``."""
+        return [dict(entry) for entry in runtime.current().control("list_named")]
+
     # ------------------------------------------------------------------ objects
     def get(self, refs: list[ObjectRef], timeout: float | None) -> list[Any]:
         return runtime.current().get(refs, timeout)

@@ -359,6 +359,17 @@ def get_actor(name: str, namespace: str | None = None) -> ActorHandle:
     return current.backend.get_actor(name, namespace)
 
 
+def list_named_actors(all_namespaces: bool = False) -> list[Any]:
+    """The names of the live named actors of the caller's namespace (Ray's
+    ``ray.util.list_named_actors``); with ``all_namespaces``, ``{"name", "namespace"}`` dicts
+    of every namespace."""
+    entries = current.backend.list_named_actors()
+    if all_namespaces:
+        return entries
+    namespace = current.backend.runtime_context().namespace
+    return [e["name"] for e in entries if e["namespace"] == namespace]
+
+
 def nodes() -> list[dict[str, Any]]:
     """One dict per node: NodeID, Alive, NodeManagerAddress, Resources, and more."""
     return current.backend.nodes()

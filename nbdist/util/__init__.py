@@ -11,6 +11,7 @@ handles, so it runs unchanged on nbdist's own engine and on ``init(backend="ray"
     helpers.py           as_completed / map_unordered: results as they are ready, bounded
                          in-flight work
     node.py              get_node_ip_address
+    list_named_actors    the live named actors (nbdist.driver.api's, asked of the cluster)
     placement_group.py   placement groups (also `nbdist.util.placement_group`, the function)
     scheduling_strategies.py  the `scheduling_strategy` option's values
     collective/          allreduce, allgather, reducescatter, broadcast, reduce, barrier,
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from nbdist.driver.api import list_named_actors
 from nbdist.util import scheduling_strategies
 from nbdist.util.actor_pool import ActorPool
 from nbdist.util.check_serialize import inspect_serializability
@@ -50,6 +52,7 @@ __all__ = [
     "get_node_ip_address",
     "get_placement_group",
     "inspect_serializability",
+    "list_named_actors",
     "map_unordered",
     "placement_group",
     "placement_group_table",

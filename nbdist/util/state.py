@@ -7,7 +7,7 @@ FINISHED or FAILED (a retry sends it back to PENDING_NODE_ASSIGNMENT with its at
 raised); an actor is ALIVE from its creation, RESTARTING after a restart notice until its next
 call runs, DEAD when it died; an object is listed from its creation until it is freed. Nodes
 come from ``nbdist.nodes()`` and workers from the timeline's worker table
-(``nbdist.events.workers``). The same fold runs on both backends, since the Ray backend
+(``nbdist.events.workers``), placement groups from ``placement_group_table()``. The same fold runs on both backends, since the Ray backend
 publishes the same records (Ray's own state API needs the dashboard, which a notebook's Ray
 cluster does not start).
 
@@ -109,6 +109,18 @@ class WorkerState(_Row):
     is_alive: bool
     worker_type: str = "WORKER"
     _detail = ()
+
+
+@dataclass
+class PlacementGroupState(_Row):
+    placement_group_id: str
+    name: str
+    state: str
+    creator_job_id: str | None = None
+    bundles: list[dict[str, Any]] | None = None
+    is_detached: bool | None = None
+    stats: dict[str, Any] | None = None
+    _detail = ("bundles", "is_detached", "stats")
 
 
 def _history() -> list[ev.Event]:
@@ -245,6 +257,30 @@ def list_workers(address: str | None = None, filters: Filters | None = None,
     return _select(rows, filters, limit, detail)
 
 
+def list_placement_groups(address: str | None = None, filters: Filters | None = None,
+                          limit: int = DEFAULT_LIMIT, timeout: int = 30, detail: bool = False,
+                          raise_on_missing_output: bool = True) -> list[PlacementGroupState]:
+    """Placement groups of the cluster (Ray's ``list_placement_groups``), from
+    ``placement_group_table()``; a bundle is ``{"bundle_id", "node_id", "unit_resources"}``."""
+    return _select(_placement_groups(), filters, limit, detail)
+
+
+def _placement_groups() -> list[PlacementGroupState]:
+    from nbdist.util.placement_group import placement_group_table
+
+    rows = []
+    for pg_id, entry in placement_group_table().items():
+        nodes = entry.get("bundles_to_node_id") or {}
+        bundles = [{"bundle_id": f"{pg_id}_{i}", "node_id": nodes.get(i),
+                    "unit_resources": dict(res)}
+                   for i, res in sorted((entry.get("bundles") or {}).items())]
+        rows.append(PlacementGroupState(str(pg_id), str(entry.get("name") or ""),
+                                        str(entry.get("state", "")), None, bundles,
+                                        bool(entry.get("is_detached")),
+                                        dict(entry.get("stats") or {})))
+    return rows
+
+
 def get_task(id: str, address: str | None = None, timeout: int = 30,
              _explain: bool = False) -> TaskState | None:
     """The task with this hex id, or None (Ray's ``get_task``)."""
@@ -255,6 +291,77 @@ def get_actor(id: str, address: str | None = None, timeout: int = 30,
               _explain: bool = False) -> ActorState | None:
     """The actor with this hex id, or None (Ray's ``get_actor``)."""
     return _fold_actors().get(id)
+
+
+def get_node(id: str, address: str | None = None, timeout: int = 30,
+             _explain: bool = False) -> NodeState | None:
+    """The node with this hex id, or None (Ray's ``get_node``)."""
+    return next((n for n in list_nodes(limit=1 << 30) if n.node_id == id), None)
+
+
+def get_worker(id: str, address: str | None = None, timeout: int = 30,
+               _explain: bool = False) -> WorkerState | None:
+    """The worker with this id (a `list_workers` row's ``worker_id``), or None (Ray's
+    ``get_worker``)."""
+    return next((w for w in list_workers(limit=1 << 30) if w.worker_id == id), None)
+
+
+def get_objects(id: str, address: str | None = None, timeout: int = 30,
+                _explain: bool = False) -> list[ObjectState]:
+    """The live copies of the object with this hex id: a list, empty if it is gone (Ray's
+    ``get_objects``; nbdist keeps one row per object)."""
+    found = _fold_objects().get(id)
+    return [] if found is None else [found]
+
+
+def get_placement_group(id: str, address: str | None = None, timeout: int = 30,
+                        _explain: bool = False) -> PlacementGroupState | None:
+    """The placement group with this hex id, or None (Ray's ``get_placement_group``)."""
+    return next((g for g in _placement_groups() if g.placement_group_id == id), None)
+
+
+def summarize_actors(address: str | None = None, timeout: int = 30,
+                     raise_on_missing_output: bool = True) -> dict[str, Any]:
+    """Actors counted by class and state, in the shape of Ray's ``summarize_actors``:
+    ``{"cluster": {"summary": {class: {"class_name", "state_counts"}}, "total_actors",
+    "summary_by": "class"}}``."""
+    summary: dict[str, dict[str, Any]] = {}
+    actors = list(_fold_actors().values())
+    for actor in actors:
+        entry = summary.setdefault(actor.class_name,
+                                   {"class_name": actor.class_name, "state_counts": {}})
+        entry["state_counts"][actor.state] = entry["state_counts"].get(actor.state, 0) + 1
+    return {"cluster": {"summary": summary, "total_actors": len(actors),
+                        "summary_by": "class"}}
+
+
+def summarize_objects(address: str | None = None, timeout: int = 30,
+                      raise_on_missing_output: bool = True) -> dict[str, Any]:
+    """Live objects summed up in the shape of Ray's ``summarize_objects``. nbdist records no
+    call sites, so (as Ray with call sites off) every object is under the key ``"disabled"``
+    with ``callsite_enabled`` False; ``task_state_counts`` counts the state of the task that
+    made each object (``"NIL"`` for a put), ``total_num_workers`` its distinct owners.
+    ``ref_type_counts`` stays empty: references are not kinds here."""
+    tasks = _fold_tasks()
+    entry: dict[str, Any] = {"total_objects": 0, "total_size_mb": 0.0, "task_state_counts": {},
+                             "task_attempt_number_counts": {}, "ref_type_counts": {}}
+    owners, nodes = set(), set()
+    for obj in _fold_objects().values():
+        task = tasks.get(obj.task_id or "")
+        state, attempt = ("NIL", "0") if task is None else (task.state,
+                                                            str(task.attempt_number))
+        entry["task_state_counts"][state] = entry["task_state_counts"].get(state, 0) + 1
+        counts = entry["task_attempt_number_counts"]
+        counts[attempt] = counts.get(attempt, 0) + 1
+        entry["total_objects"] += 1
+        entry["total_size_mb"] += max(obj.object_size, 0) / 1024 ** 2
+        owners.add(obj.owner)
+        nodes.add(obj.node_id)
+    entry["total_num_workers"], entry["total_num_nodes"] = len(owners), len(nodes)
+    summary = {"disabled": entry} if entry["total_objects"] else {}
+    return {"cluster": {"summary": summary, "total_objects": entry["total_objects"],
+                        "total_size_mb": entry["total_size_mb"], "callsite_enabled": False,
+                        "summary_by": "callsite"}}
 
 
 def summarize_tasks(address: str | None = None, timeout: int = 30,
@@ -276,7 +383,8 @@ def summarize_tasks(address: str | None = None, timeout: int = 30,
 
 
 __all__ = [
-    "ActorState", "NodeState", "ObjectState", "TaskState", "WorkerState", "get_actor",
-    "get_task", "list_actors", "list_nodes", "list_objects", "list_tasks", "list_workers",
-    "summarize_tasks",
+    "ActorState", "NodeState", "ObjectState", "PlacementGroupState", "TaskState", "WorkerState",
+    "get_actor", "get_node", "get_objects", "get_placement_group", "get_task", "get_worker",
+    "list_actors", "list_nodes", "list_objects", "list_placement_groups", "list_tasks",
+    "list_workers", "summarize_actors", "summarize_objects", "summarize_tasks",
 ]

@@ -304,6 +304,11 @@ class RayBackend:
             ev.publish(ev.ActorDied(time.time(), str(handle._actor_id),
                                     "it was killed with nbdist.kill()"))
 
+    def list_named_actors(self) -> list[dict[str, str]]:
+        import ray
+
+        return [dict(entry) for entry in ray.util.list_named_actors(all_namespaces=True)]
+
     def get_actor(self, name: str, namespace: str | None) -> RayActorHandle:
         import ray
 

@@ -1,0 +1,1 @@
+"""``nbdist.air.integrations``: Ray AIR's framework integrations (``keras``)."""
