@@ -13,6 +13,7 @@ line (the runner reads it, and it survives a run killed part-way).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Iterator
@@ -29,6 +30,32 @@ else:
 import ray  # noqa: E402  (after the mapping above)
 
 ON_NBDIST = os.environ.get("NBDIST_AS_RAY") == "1"
+STARTUP_FAILURES = ("timed out during startup", "Could not start the nbdist cluster")
+
+
+def _patient(init: Any) -> Any:
+    """``init`` that tries again (twice) when the cluster fails to come up in time, as Ray's
+    node does on a loaded machine (it gives its raylet 30 s). On Ray, a cluster the test
+    starts has no dashboard unless the test asks for one: it starts in time that way."""
+
+    @functools.wraps(init)
+    def patient_init(*args: Any, **kwargs: Any) -> Any:
+        starting = not args and kwargs.get("address") is None and "RAY_ADDRESS" not in os.environ
+        if not ON_NBDIST and starting:
+            kwargs.setdefault("include_dashboard", False)
+        for attempt in range(3):
+            try:
+                return init(*args, **kwargs)
+            except Exception as error:
+                if attempt == 2 or not any(s in str(error) for s in STARTUP_FAILURES):
+                    raise
+                ray.shutdown()
+        return None
+
+    return patient_init
+
+
+ray.init = _patient(ray.init)
 
 
 def default_init_kwargs() -> dict[str, Any]:
@@ -54,13 +81,31 @@ def _params(request: pytest.FixtureRequest) -> dict[str, Any]:
 
 
 def _init(**overrides: Any) -> Any:
+    """``ray.init`` with the fixture defaults; a cluster an earlier test left behind is shut
+    down first, and one that fails to start (or is cut off by the test's time limit) is shut
+    down before the error goes on, so one bad start does not sink the tests after it."""
     kwargs = default_init_kwargs()
     kwargs.update(overrides)
-    return ray.init(**kwargs)
+    if ray.is_initialized():
+        ray.shutdown()
+    try:
+        return ray.init(**kwargs)
+    except BaseException:
+        ray.shutdown()
+        raise
 
 
 def _shutdown() -> None:
     ray.shutdown()
+
+
+def _cleanup(cluster: Any) -> None:
+    ray.shutdown()
+    if cluster is not None:
+        try:
+            cluster.shutdown()
+        except Exception:  # a cluster that never came up may not shut down cleanly
+            pass
 
 
 @pytest.fixture
@@ -132,13 +177,19 @@ def ray_start_cluster(request: pytest.FixtureRequest) -> Iterator[Any]:
     node_kwargs = default_init_kwargs()
     node_kwargs.pop("namespace", None)
     node_kwargs.update(params)
+    if ray.is_initialized():
+        ray.shutdown()
     cluster = Cluster()
-    for index in range(num_nodes):
-        if index > 0:
-            node_kwargs.pop("_system_config", None)
-        cluster.add_node(**node_kwargs)
-        if index == 0 and do_init:
-            ray.init(address=cluster.address)
+    try:
+        for index in range(num_nodes):
+            if index > 0:
+                node_kwargs.pop("_system_config", None)
+            cluster.add_node(**node_kwargs)
+            if index == 0 and do_init:
+                ray.init(address=cluster.address)
+    except BaseException:
+        _cleanup(cluster)
+        raise
     yield cluster
     _shutdown()
     cluster.shutdown()
@@ -157,8 +208,12 @@ def ray_start_cluster_init(request: pytest.FixtureRequest) -> Iterator[Any]:
     node_kwargs = default_init_kwargs()
     node_kwargs.pop("namespace", None)
     node_kwargs.update(_params(request))
-    cluster.add_node(**node_kwargs)
-    ray.init(address=cluster.address)
+    try:
+        cluster.add_node(**node_kwargs)
+        ray.init(address=cluster.address)
+    except BaseException:
+        _cleanup(cluster)
+        raise
     yield cluster
     _shutdown()
     cluster.shutdown()
@@ -172,7 +227,14 @@ def ray_start_cluster_head(request: pytest.FixtureRequest) -> Iterator[Any]:
     head_args = default_init_kwargs()
     head_args.pop("namespace", None)
     head_args.update(_params(request))
-    cluster = Cluster(initialize_head=True, connect=True, head_node_args=head_args)
+    if ray.is_initialized():
+        ray.shutdown()
+    cluster = None
+    try:
+        cluster = Cluster(initialize_head=True, connect=True, head_node_args=head_args)
+    except BaseException:
+        _cleanup(cluster)
+        raise
     yield cluster
     _shutdown()
     cluster.shutdown()

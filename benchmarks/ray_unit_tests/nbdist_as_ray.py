@@ -4,8 +4,9 @@
 modules import anything. For ``ray`` and every ``ray.X.Y`` the finder gives:
 
 - the helpers this folder provides, for the test helpers Ray keeps out of its wheel or behind
-  its internals: ``ray._private.test_utils`` and ``ray._common.test_utils``
-  (``nbdist_test_utils``), ``ray.tests.client_test_utils`` (``client_test_utils``);
+  its internals: ``ray._private.test_utils``, ``ray._common.test_utils`` and
+  ``ray._private.client_mode_hook`` (``nbdist_test_utils``), ``ray.tests.client_test_utils``
+  (``client_test_utils``);
 - ``nbdist.X.Y`` when nbdist has that module: a view of it. Reading a name reads nbdist's
   module; a name nbdist lacks reads as a :class:`Missing` placeholder, which fails (with
   ``NotInNbdist``) where the test uses it, so a test file that imports one name nbdist lacks
@@ -29,6 +30,7 @@ from typing import Any
 HELPERS = {
     "ray._private.test_utils": "nbdist_test_utils",
     "ray._common.test_utils": "nbdist_test_utils",
+    "ray._private.client_mode_hook": "nbdist_test_utils",
     "ray.tests.client_test_utils": "client_test_utils",
 }
 

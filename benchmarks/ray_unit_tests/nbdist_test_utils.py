@@ -17,6 +17,8 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from nbdist_as_ray import Missing
+
 import nbdist
 
 
@@ -119,6 +121,11 @@ def client_test_enabled() -> bool:
     return False
 
 
+def client_mode_should_convert() -> bool:
+    """``ray._private.client_mode_hook``'s question (is this a Ray Client call?): no."""
+    return False
+
+
 def run_string_as_driver(
     driver_script: str, env: dict | None = None, encode: str = "utf-8", timeout: float = 300
 ) -> str:
@@ -157,3 +164,10 @@ def run_string_as_driver_nonblocking(driver_script: str, env: dict | None = None
     proc.stdin.write(driver_script.encode("utf-8"))
     proc.stdin.close()
     return proc
+
+
+def __getattr__(name: str) -> Missing:
+    """A helper of Ray's that is not here (it needs Ray's internals) fails where it is used."""
+    if name.startswith("__"):
+        raise AttributeError(name)
+    return Missing(f"ray._private.test_utils.{name}")
