@@ -19,9 +19,10 @@ from nbclient import NotebookClient
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 
 
-def _run(name: str) -> Any:
+def _run(name: str, timeout: int = 120) -> Any:
+    """``timeout``: seconds for each cell (generous: the suite runs beside other work)."""
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)
-    NotebookClient(nb, kernel_name="python3", timeout=120,
+    NotebookClient(nb, kernel_name="python3", timeout=timeout,
                    resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
     return nb
 
