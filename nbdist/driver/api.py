@@ -331,7 +331,7 @@ def wait(object_refs: list[ObjectRef], *, num_returns: int = 1,
 def cancel(object_ref: ObjectRef, *, force: bool = False, recursive: bool = True) -> None:
     """Cancel the task that produces ``object_ref``: a queued task never runs; a running one
     gets KeyboardInterrupt, or with ``force=True`` its worker is killed. ``get`` then raises
-    TaskCancelledError."""
+    TaskCancelledError. ``recursive`` (as Ray): the tasks it submitted are cancelled too."""
     if isinstance(object_ref, ObjectRefGenerator):
         object_ref = object_ref.completed()  # the generator's task
     if not isinstance(object_ref, ObjectRef):

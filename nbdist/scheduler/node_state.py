@@ -55,8 +55,11 @@ class NodeState:
         self.stepper = Stepper(self.notices, self._go)
         self._objs = self.objects.by_id
         self._tasks = self.tasks.by_id
-        # Tasks being cancelled with the tasks they submit (pruned at each cancel).
+        # Tasks that submitted tasks here, and tasks being cancelled with the tasks they
+        # submit: ids of ended tasks leave them when they have doubled (`_pruned`).
+        self.parents: set[int] = set()
         self.cancel_trees: set[int] = set()
+        self._prune_at = 1024
 
     def _producer(self, oid: int) -> Task | None:
         return self.tasks.producer(oid)
@@ -134,6 +137,7 @@ class NodeState:
             elif not self.actors.route_call(task, forwarded):
                 return
         if client.kind == P.KIND_WORKER:
+            self.parents.add(spec[P.S_PARENT])
             self.notices.event(job, ev.TaskSubmitted, (
                 task.id, spec[P.S_NAME], spec[P.S_DEPS], task.return_ids,
                 spec[P.S_PARENT] or None, actor_id or None, None))
@@ -407,10 +411,21 @@ class NodeState:
         if task is None or task.finished:
             return
         if recursive:
-            self.cancel_trees = {t for t in self.cancel_trees if t in self._tasks}
+            self._prune()
             self.cancel_trees.add(task.id)
-            self._cancel_children(task.id, force)
+            if task.id in self.parents:
+                self._cancel_children(task.id, force)
         self._cancel_task(task, oid, force, recursive)
+
+    def _prune(self) -> None:
+        """Drop ended tasks from `parents` and `cancel_trees` once they have doubled since
+        the last time (so cancelling many tasks one by one stays linear)."""
+        if len(self.parents) + len(self.cancel_trees) < self._prune_at:
+            return
+        tasks = self._tasks
+        self.parents = {t for t in self.parents if t in tasks}
+        self.cancel_trees = {t for t in self.cancel_trees if t in tasks}
+        self._prune_at = 2 * (len(self.parents) + len(self.cancel_trees)) + 1024
 
     def _cancel_children(self, parent: int, force: bool) -> None:
         children: dict[int, list[Task]] = {}

@@ -319,3 +319,50 @@ def test_retry_exceptions_policy(policy: Any, expect_retry: bool) -> None:
     state.result(worker, 10, False, [], blob, 0.0, 1.0)
     run_turn(state)
     assert (len(io.execs()) == 2) is expect_retry
+
+
+def _child(task_id: int, parent: int) -> tuple:
+    return (task_id, 7, "child", b"", (), 1, None, 0, False, 0, None, parent, (), 1, None)
+
+
+def _running_parent_with_child(cpus: int = 3) -> tuple[NodeState, RecordingIO, Worker, Worker]:
+    state, io, driver = make(cpus=cpus)
+    state.submit(driver, spec(10))
+    run_turn(state)
+    parent_worker = io.execs()[0][0]
+    assert parent_worker.client is not None
+    state.submit(parent_worker.client, _child(20, parent=10))
+    run_turn(state)
+    child_worker = next(w for w, s in io.execs() if s[P.S_TASK_ID] == 20)
+    return state, io, parent_worker, child_worker
+
+
+def _cancelled(io: RecordingIO, task_id: int) -> bool:
+    done = {m[1]: m for _, m in io.sent if m[0] == P.DONE}
+    return task_id in done and isinstance(
+        serialization.error_from_blob(done[task_id][3][0][1]), exceptions.TaskCancelledError)
+
+
+def test_a_recursive_cancel_reaches_the_tasks_the_task_submitted() -> None:
+    state, io, parent_worker, child_worker = _running_parent_with_child()
+    state.cancel(11, force=False)  # recursive: the default
+    assert sorted(io.interrupted) == sorted([parent_worker.pid, child_worker.pid])
+    # One it submits before its interrupt lands is cancelled as it arrives.
+    assert parent_worker.client is not None
+    state.submit(parent_worker.client, _child(30, parent=10))
+    assert _cancelled(io, 30)
+
+
+def test_a_non_recursive_cancel_leaves_the_submitted_tasks_alone() -> None:
+    state, io, parent_worker, child_worker = _running_parent_with_child()
+    state.cancel(11, force=False, recursive=False)
+    assert io.interrupted == [parent_worker.pid]
+    assert parent_worker.client is not None
+    state.submit(parent_worker.client, _child(30, parent=10))
+    assert not _cancelled(io, 30)
+
+
+def test_a_forced_recursive_cancel_kills_the_children_workers_too() -> None:
+    state, io, parent_worker, child_worker = _running_parent_with_child()
+    state.cancel(11, force=True)
+    assert sorted(io.killed) == sorted([parent_worker.pid, child_worker.pid])
