@@ -3,8 +3,9 @@
 Data-parallel training from a notebook: a trainer starts a gang of worker actors, runs the
 user's training function on each with its framework set up (PyTorch DDP over gloo or nccl,
 TensorFlow's MultiWorkerMirroredStrategy through ``TF_CONFIG``), follows what the function
-reports, keeps checkpoints, and restarts the whole group after a worker dies. Built on
-nbdist's public API only, so it runs the same on ``nbdist.init(backend="ray")``.
+reports (a report is a step of the whole group), keeps checkpoints, and restarts the whole
+group after a worker dies. Built on nbdist's public API only, so it runs the same on
+``nbdist.init(backend="ray")``.
 
     config.py              ScalingConfig, RunConfig, CheckpointConfig, FailureConfig
     context.py             report, get_context, get_checkpoint, get_dataset_shard (in workers)
@@ -12,6 +13,7 @@ nbdist's public API only, so it runs the same on ``nbdist.init(backend="ray")``.
     worker_pool.py         idle workers of clean runs, kept for the driver's next fit()
     controller.py          fit()'s loop: reports, checkpoints, restarts, RunUpdate events
     checkpoint_manager.py  which checkpoints are kept (CheckpointConfig's rules)
+    storage.py             a round's checkpoint files: staged by the ranks, committed by the driver
     trainer.py             DataParallelTrainer
     result.py, errors.py   Result; TrainingFailedError and its kinds
     backend.py             BackendConfig: what a framework adds to each worker

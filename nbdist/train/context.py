@@ -2,12 +2,17 @@
 ``get_dataset_shard`` (Ray Train's functions), called inside a worker of the group.
 
 One `Session` per worker process, set by the worker actor (`worker_group.TrainWorker`) before
-it calls the training function and cleared after. ``report`` appends to the session's list and
-wakes the actor's ``poll``, which hands new reports to the driver; the driver, not the worker,
-decides which checkpoints are kept. A checkpoint reported by rank 0 is copied at once under
-the run's directory (``checkpoint_NNNNNN``, numbered by report across restarts), so the copy
-outlives the worker and the temporary directory the function wrote it in; other ranks'
-checkpoints are not kept (in data parallelism every replica holds the same state).
+it calls the training function and cleared after. ``report`` is a step of the whole group, as
+in Ray Train: every rank stores the checkpoint it reports (its files go into the round's one
+checkpoint directory: `storage`), appends the report to the session's list, which wakes the
+actor's ``poll`` that hands reports to the driver, and waits until the driver has committed the
+round, which it does once every rank has made that report (`Session.wait_committed`). So no
+rank runs more than one report ahead of the slowest, a round whose ``report`` returned on
+every rank is never lost, and when a rank dies the others wait in their next report until the
+driver ends the attempt. The driver, not the workers, decides which checkpoints are kept.
+Checkpoints are numbered by report across restarts (``checkpoint_NNNNNN``). The seed's
+``Trainer.run`` has no driver loop: its sessions have no staging directory, and their reports
+neither wait nor are committed (files are copied straight to their final directory).
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nbdist.tune.checkpoint import Checkpoint
+
+from . import storage
 
 
 @dataclass(frozen=True)
@@ -63,11 +70,14 @@ class TrainContext:
 
 @dataclass(frozen=True)
 class Report:
-    """One ``train.report``: its number in the run, the metrics, the kept checkpoint's path."""
+    """One ``train.report``: its number in the run, the metrics, where the reported
+    checkpoint's files are, and where they go once the round is committed (None when they are
+    where they stay: ``NO_UPLOAD``, an upload function, or no commit step)."""
 
     index: int
     metrics: dict[str, Any]
     checkpoint_path: str | None
+    final_path: str | None = None
 
 
 @dataclass(frozen=True)
@@ -78,6 +88,7 @@ class SessionStart:
     run_dir: str
     next_index: int
     checkpoint: Checkpoint | None
+    staging_dir: str | None = None  # None: reports are not committed (the seed's Trainer)
 
 
 @dataclass
@@ -87,8 +98,11 @@ class Session:
     next_index: int = 0
     checkpoint: Checkpoint | None = None
     datasets: dict[str, Any] = field(default_factory=dict)
+    staging_dir: str | None = None
     reports: list[Report] = field(default_factory=list)
     finished: bool = False
+    committed: int = -1  # the last round the driver committed
+    committed_path: str | None = None  # that round's checkpoint
     changed: threading.Condition = field(default_factory=threading.Condition)
 
     def add(self, report: Report) -> None:
@@ -108,6 +122,21 @@ class Session:
                 self.changed.wait(timeout)
             taken, self.reports = self.reports, []
             return taken, self.finished
+
+    def commit(self, index: int, path: str | None) -> None:
+        """The driver committed round ``index`` (its checkpoint: ``path``)."""
+        with self.changed:
+            self.committed, self.committed_path = index, path
+            self.changed.notify_all()
+
+    def wait_committed(self, index: int) -> str | None:
+        """Wait until round ``index`` is committed; returns its checkpoint's path. Without a
+        staging directory there is no commit: returns None at once."""
+        if self.staging_dir is None:
+            return None
+        with self.changed:
+            self.changed.wait_for(lambda: self.committed >= index)
+            return self.committed_path
 
 
 _session: Session | None = None
@@ -132,8 +161,9 @@ def get_context() -> TrainContext:
 
 
 def get_checkpoint() -> Checkpoint | None:
-    """The checkpoint to resume from: the latest reported before a restart, or the trainer's
-    ``resume_from_checkpoint``; None on a fresh start."""
+    """The latest checkpoint: the one this worker last reported (once its round is committed,
+    where the round's checkpoint is), else the one to resume from (the latest committed before
+    a restart, or the trainer's ``resume_from_checkpoint``); None on a fresh start."""
     return _current("get_checkpoint").checkpoint
 
 
@@ -166,10 +196,13 @@ def report(metrics: dict[str, Any], checkpoint: Checkpoint | None = None,
            delete_local_checkpoint_after_upload: bool | None = None,
            checkpoint_upload_fn: Callable[[Checkpoint, str], Checkpoint] | None = None,
            validation: Any = False) -> None:
-    """Report this step's metrics (and, from rank 0, a checkpoint to keep) to the driver.
+    """Report this step's metrics, and a checkpoint (from any rank: the files of the ranks'
+    checkpoints make the round's one checkpoint), then wait until every rank has made this
+    report. A round's metrics are rank 0's.
 
     ``checkpoint_upload_fn(checkpoint, destination)`` replaces the copy: it stores the
-    checkpoint at ``destination`` (or elsewhere) and returns the stored one."""
+    checkpoint at ``destination`` (or elsewhere) and returns the stored one; every rank with a
+    checkpoint calls it, with the same ``destination``."""
     session = _current("report")
     if validation:
         raise NotImplementedError("train.report(validation=...): asynchronous validation "
@@ -177,22 +210,34 @@ def report(metrics: dict[str, Any], checkpoint: Checkpoint | None = None,
     mode = CheckpointUploadMode(checkpoint_upload_mode)
     index = session.next_index
     session.next_index += 1
-    kept = None
-    if checkpoint is not None and session.context.world_rank == 0:
-        target = os.path.join(session.run_dir, checkpoint_dir_name or f"checkpoint_{index:06d}")
-        if checkpoint_upload_fn is not None:
-            kept = checkpoint_upload_fn(checkpoint, target).path
-        elif mode is CheckpointUploadMode.NO_UPLOAD:
-            kept = checkpoint.path
-        else:
-            kept = _persist(checkpoint.path, target)
+    path = final = None
+    if checkpoint is not None:
+        path, final = _store(session, checkpoint, checkpoint_dir_name or
+                             f"checkpoint_{index:06d}", mode, checkpoint_upload_fn)
     delete = delete_local_checkpoint_after_upload
     if delete is None:
         delete = mode is CheckpointUploadMode.ASYNC
     if checkpoint is not None and delete and mode is not CheckpointUploadMode.NO_UPLOAD \
-            and checkpoint.path != kept:
+            and checkpoint.path != path:
         shutil.rmtree(checkpoint.path, ignore_errors=True)
-    session.add(Report(index, dict(metrics), kept))
+    session.add(Report(index, dict(metrics), path, final))
+    committed = session.wait_committed(index)
+    if path is not None:
+        session.checkpoint = Checkpoint(committed or final or path)
+
+
+def _store(session: Session, checkpoint: Checkpoint, name: str, mode: CheckpointUploadMode,
+           upload_fn: Callable[[Checkpoint, str], Checkpoint] | None) -> tuple[str, str | None]:
+    """Store a reported checkpoint: where its files are now, and where they go at commit."""
+    final = os.path.join(session.run_dir, name)
+    if upload_fn is not None:
+        return upload_fn(checkpoint, final).path, None
+    if mode is CheckpointUploadMode.NO_UPLOAD:
+        return checkpoint.path, None
+    if session.staging_dir is None:
+        storage.copy_files(checkpoint.path, final)
+        return final, None
+    return storage.stage(checkpoint.path, session.staging_dir, name), final
 
 
 def get_preemption_info() -> None:
@@ -208,15 +253,3 @@ def get_all_reported_checkpoints(*args: Any, **kwargs: Any) -> Any:
     raise NotImplementedError(
         "train.get_all_reported_checkpoints() is not supported: which checkpoints are kept is "
         "known to the driver (Result.best_checkpoints after fit), not inside the workers.")
-
-
-def _persist(source: str, target: str) -> str:
-    """Copy ``source`` to ``target`` whole or not at all: a worker killed mid-copy leaves a
-    temporary directory, never a half checkpoint under the kept name."""
-    os.makedirs(os.path.dirname(target), exist_ok=True)
-    partial = f"{target}.partial-{os.getpid()}"
-    shutil.rmtree(partial, ignore_errors=True)
-    shutil.copytree(source, partial)
-    shutil.rmtree(target, ignore_errors=True)
-    os.replace(partial, target)
-    return target

@@ -5,12 +5,21 @@ One `Controller` per ``fit()``, in the driver's thread. An attempt starts a `Wor
 ``run`` on every worker and long-polls each one (``poll``) for reports while waiting on all
 those calls together, so a report, a finished worker and a dead one are each noticed as soon as
 they happen; a worker whose function returned but whose poll stays unanswered for ``REPLY_S``
-fails the attempt instead of holding ``fit()`` for ever. The first failure ends the attempt: the
-whole group is killed (its peers may be blocked in a collective waiting for the dead one), and a
-new group starts from the latest kept checkpoint while ``FailureConfig.max_failures`` allows.
-Rank 0's reports are the run's metrics (and, when ``fit`` runs inside a Tune trial, the trial's
-reports); each rank's reports are published as ``RunUpdate`` records (``member="rank
-N"``) for the views that follow the run. Whatever else ends ``run`` (an interrupt included), the
+fails the attempt instead of holding ``fit()`` for ever.
+
+Reports come in rounds: report number k of every rank is round k, and each rank's
+``train.report`` waits until its round is committed. Once every rank has made report k the
+driver commits round k (`_commit`): the ranks' checkpoint files become the round's checkpoint
+(`storage.commit`), kept per ``CheckpointConfig``; rank 0's metrics become the run's (and, when
+``fit`` runs inside a Tune trial, the trial's report); every rank's progress is published as a
+``RunUpdate`` record (``member="rank N"``); then every worker is told, which ends the reports'
+wait. A round that not every rank reached is never committed. A rank whose function returned
+while others wait in a report it never made fails the attempt (it would wait for ever).
+
+The first failure ends the attempt: the whole group is killed (its peers may be blocked in a
+collective, or in a report, waiting for the dead one), the attempt's uncommitted files are
+removed, and a new group starts from the last committed checkpoint while
+``FailureConfig.max_failures`` allows. Whatever else ends ``run`` (an interrupt included), the
 group's processes are killed before it returns or raises; after a clean run they are released
 (kept idle for the driver's next run, holding no resources: `worker_pool`).
 """
@@ -30,6 +39,7 @@ from nbdist import events
 from nbdist.exceptions import ActorDiedError
 from nbdist.tune.checkpoint import Checkpoint
 
+from . import storage
 from .checkpoint_manager import CheckpointManager
 from .config import FailureConfig, RunConfig, ScalingConfig
 from .context import Report, SessionStart
@@ -69,7 +79,7 @@ class Controller:
         self.failure_config = run_config.failure_config or FailureConfig()
         self.manager = CheckpointManager(run_config.checkpoint_config)
         self.num_workers = trainer.scaling_config.num_workers
-        self.history: list[dict[str, Any]] = []  # rank 0's metrics, one per report
+        self.history: list[dict[str, Any]] = []  # rank 0's metrics, one per committed round
         self.iterations = [0] * self.num_workers
         self.last_metrics: list[dict[str, Any]] = [{} for _ in range(self.num_workers)]
         self.start_timeout = float(os.environ.get(START_TIMEOUT_ENV, WORKER_START_TIMEOUT_S))
@@ -79,8 +89,10 @@ class Controller:
                                       trainer.scaling_config, self.name)
         self.env_vars = {str(k): str(v) for k, v in
                          (run_config.worker_runtime_env or {}).get("env_vars", {}).items()}
-        # Reports by index until every rank has made that one (for callbacks' after_report).
+        # The reports of rounds not every rank has made yet: round -> rank -> report.
         self.rounds: dict[int, dict[int, Report]] = {}
+        # The attempt's group, while the workers may be told of a commit.
+        self.group: WorkerGroup | None = None
 
     def run(self) -> Result:
         self.trainer.run_config.check()
@@ -125,6 +137,7 @@ class Controller:
         group = WorkerGroup(self.num_workers, scaling.worker_resources(),
                             scaling.placement_strategy, self.start_timeout, reuse=reuse)
         clean = False
+        staging = storage.staging_dir(self.run_dir)
         try:
             contexts = group.contexts(self.name, os.path.dirname(self.run_dir), scaling.use_gpu)
             values, failed = gather(group.setup_refs(contexts, trainer.backend_config,
@@ -137,18 +150,21 @@ class Controller:
             self._publish_all("RUNNING", "")
             runs = [actor.run.remote(trainer.train_loop_per_worker, trainer.train_loop_config,
                                      SessionStart(contexts[rank], self.run_dir, start,
-                                                  checkpoint), datasets)
+                                                  checkpoint, staging), datasets)
                     for rank, actor in enumerate(group.actors)]
+            self.group = group
             values, failed = self._follow(group, runs)
             if not failed:
                 _, failed = gather([a.teardown.remote() for a in group.actors])
                 clean = not failed
             return values, failed
         finally:
+            self.group = None
             if clean:
                 group.release()
             else:
                 group.kill()
+            storage.discard(staging)
 
     def _follow(self, group: WorkerGroup,
                 runs: list[Any]) -> tuple[dict[int, Any], dict[int, BaseException]]:
@@ -181,17 +197,20 @@ class Controller:
                     polls[rank] = group.actors[rank].poll.remote(POLL_S)
             if not failed:
                 failed.update(_unanswered(polls, ended))
+            if not failed:
+                failed.update(self._stranded(values, polls))
         if failed:
+            self.group = None  # the group is ended, not told of commits
             self._drain(polls, failed)
             failed.update(_more_failures(running, failed))
             self._call_back("after_exception", dict(failed))
         return values, failed
 
     def _drain(self, polls: dict[int, Any], failed: dict[int, BaseException]) -> None:
-        """Take what the live workers reported before the failure was seen: a report whose
-        ``train.report`` returned (rank 0's last checkpoint above all) is the restart's starting
-        point and must not be lost. A long poll answers at once when reports wait, so waiting
-        one poll's length takes every report made by then."""
+        """Take what the live workers reported before the failure was seen: a round every
+        rank made, whose last report was still on its way, is committed, not lost (a restart
+        starts after it). A long poll answers at once when reports wait, so waiting one poll's
+        length takes every report made by then."""
         live = {rank: ref for rank, ref in polls.items() if rank not in failed}
         if not live:
             return
@@ -218,35 +237,48 @@ class Controller:
             return exc
         return error
 
-    def _take(self, rank: int, reports: list[Report]) -> None:
-        for report in reports:
-            self.iterations[rank] = report.index + 1
-            self.last_metrics[rank] = report.metrics
-            note = ""
-            if rank == 0:
-                self.history.append(report.metrics)
-                if report.checkpoint_path is not None:
-                    self._keep(report)
-                    note = "checkpoint saved"
-                if self.tune_report is not None:
-                    path = report.checkpoint_path
-                    self.tune_report(report.metrics,
-                                     checkpoint=None if path is None else Checkpoint(path))
-            self._round(rank, report)
-            self._publish(rank, "RUNNING", note)
+    def _stranded(self, values: dict[int, Any],
+                  polls: dict[int, Any]) -> dict[int, BaseException]:
+        """A rank waiting in a report that a rank whose function returned (and whose reports
+        were all taken) never made: that round can never be committed."""
+        for index, got in self.rounds.items():
+            done = [r for r in range(self.num_workers) if r in values and r not in polls
+                    and r not in got]
+            if done:
+                waiting = min(got)
+                return {waiting: RuntimeError(
+                    f"worker {waiting} waits in its train.report number {index + 1}, which "
+                    f"worker {done[0]} never makes: its training function returned after "
+                    f"{self.iterations[done[0]]} report(s). A report is a step of the whole "
+                    "group: every worker must call train.report the same number of times.")}
+        return {}
 
-    def _round(self, rank: int, report: Report) -> None:
-        """Call ``after_report`` once every rank has made report number ``report.index``."""
-        if not self.callbacks:
-            return
-        got = self.rounds.setdefault(report.index, {})
-        got[rank] = report
-        if len(got) < self.num_workers:
-            return
-        del self.rounds[report.index]
-        path = got[0].checkpoint_path
-        self._call_back("after_report", [got[r].metrics for r in range(self.num_workers)],
-                        None if path is None else Checkpoint(path))
+    def _take(self, rank: int, reports: list[Report]) -> None:
+        """Add a rank's reports to their rounds; commit each round every rank has made."""
+        for report in reports:
+            got = self.rounds.setdefault(report.index, {})
+            got[rank] = report
+            if len(got) == self.num_workers:
+                del self.rounds[report.index]
+                self._commit([got[r] for r in range(self.num_workers)])
+
+    def _commit(self, reports: list[Report]) -> None:
+        index, metrics = reports[0].index, reports[0].metrics
+        path = storage.commit(reports)
+        checkpoint = None if path is None else Checkpoint(path)
+        self.history.append(metrics)
+        if checkpoint is not None:
+            self._keep(index, checkpoint, metrics)
+        for rank, report in enumerate(reports):
+            self.iterations[rank] = index + 1
+            self.last_metrics[rank] = report.metrics
+            self._publish(rank, "RUNNING", "checkpoint saved" if rank == 0 and path else "")
+        if self.group is not None:
+            for actor in self.group.actors:
+                actor.commit.remote(index, path)
+        if self.tune_report is not None:
+            self.tune_report(metrics, checkpoint=checkpoint)
+        self._call_back("after_report", [r.metrics for r in reports], checkpoint)
 
     def _call_back(self, method: str, *args: Any) -> None:
         for callback in self.callbacks:
@@ -254,10 +286,8 @@ class Controller:
             if hook is not None:
                 hook(self.run_context, *args)
 
-    def _keep(self, report: Report) -> None:
-        assert report.checkpoint_path is not None
-        dropped = self.manager.register(report.index, Checkpoint(report.checkpoint_path),
-                                        report.metrics)
+    def _keep(self, index: int, checkpoint: Checkpoint, metrics: dict[str, Any]) -> None:
+        dropped = self.manager.register(index, checkpoint, metrics)
         for checkpoint in dropped:
             shutil.rmtree(checkpoint.path, ignore_errors=True)
         write_snapshot(self.run_dir, self.history, self.manager.best_checkpoints)

@@ -8,8 +8,10 @@ because a framework that waits for a missing peer (TensorFlow's MultiWorkerMirro
 ignores SIGTERM meanwhile) would otherwise block forever. Ranks follow node order so that the
 workers of a node have neighbouring ranks.
 
-A worker actor is threaded (``max_concurrency=2``): ``run`` holds one thread for the whole
-training function while ``poll`` answers the driver's long polls for reports on the other.
+A worker actor is threaded (``CONCURRENCY`` threads): ``run`` holds one thread for the whole
+training function, ``poll`` answers the driver's long polls for reports on another, and
+``commit`` (the driver's word that every rank has made a report, which ends that report's
+wait in the training function) needs a third while a poll waits.
 Ending a failed or interrupted group is ``nbdist.kill`` of every actor, which SIGKILLs the
 worker process, so a worker blocked in a collective with a dead peer ends too; a group whose
 run ended cleanly is released instead (`WorkerGroup.release`).
@@ -51,6 +53,8 @@ logger = logging.getLogger(__name__)
 
 # Waiting longer than this for the gang's workers means the cluster cannot hold them now.
 WORKER_START_TIMEOUT_S = 30.0
+# A worker's threads: the training function, the driver's poll, the driver's commit.
+CONCURRENCY = 3
 
 
 class TrainWorker:
@@ -105,7 +109,7 @@ class TrainWorker:
         context = start.context
         session = Session(context, start.run_dir, start.next_index, start.checkpoint,
                           {name: shard(ds, context.world_rank, context.world_size)
-                           for name, ds in datasets.items()})
+                           for name, ds in datasets.items()}, start.staging_dir)
         self.session = session
         set_session(session)
         try:
@@ -120,6 +124,11 @@ class TrainWorker:
         if self.session is None:
             return [], False
         return self.session.take(timeout)
+
+    def commit(self, index: int, path: str | None) -> None:
+        """Every rank has made report ``index``: the report waiting for it returns."""
+        if self.session is not None:
+            self.session.commit(index, path)
 
     def teardown(self) -> None:
         """End the run's framework set-up and forget the run, so that this process can serve
@@ -212,12 +221,12 @@ class WorkerGroup:
         cls = nbdist.remote(TrainWorker)
         if self.reuse is None:
             for i, opts in enumerate(per_worker):
-                self.actors.append(cls.options(max_concurrency=2, **opts).remote(i))
+                self.actors.append(cls.options(max_concurrency=CONCURRENCY, **opts).remote(i))
             return
         for i, node in enumerate(self.nodes):
             if not self._take_pooled(node, self.reuse):
                 self.actors.append(cls.options(
-                    max_concurrency=2, num_cpus=0,
+                    max_concurrency=CONCURRENCY, num_cpus=0,
                     scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
                 ).remote(i))
 
@@ -324,7 +333,7 @@ def prewarm(kind: str, modules: tuple[str, ...]) -> None:
         cpus = next((n["Resources"].get("CPU", 0.0) for n in nbdist.nodes()
                      if n["NodeID"] == node), 0.0)
         cls = nbdist.remote(TrainWorker).options(
-            max_concurrency=2, num_cpus=0,
+            max_concurrency=CONCURRENCY, num_cpus=0,
             scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False))
         for _ in range(worker_pool.prewarm_count(cpus)):
             actor = cls.remote(0, modules)

@@ -107,7 +107,7 @@ def _upload_modes(config: dict[str, Any]) -> dict[str, bool]:
                  checkpoint_upload_mode=train.CheckpointUploadMode.NO_UPLOAD)
 
     def upload(checkpoint: train.Checkpoint, destination: str) -> train.Checkpoint:
-        os.makedirs(destination)
+        os.makedirs(destination, exist_ok=True)  # every rank with a checkpoint calls it
         Path(destination, "uploaded-by").write_text("upload_fn")
         return train.Checkpoint(destination)
 
