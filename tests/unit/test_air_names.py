@@ -9,9 +9,16 @@ from nbdist import train
 
 
 def test_air_configs_are_trains() -> None:
-    for name in ("RunConfig", "ScalingConfig", "FailureConfig", "CheckpointConfig", "Result",
-                 "Checkpoint"):
+    for name in ("ScalingConfig", "FailureConfig", "CheckpointConfig", "Result", "Checkpoint"):
         assert getattr(nbdist.air, name) is getattr(train, name)
+
+
+def test_air_run_config_is_tunes_and_trains() -> None:
+    from nbdist import tune
+
+    config = nbdist.air.RunConfig(name="run", storage_path="/tmp/runs", verbose=0)
+    assert isinstance(config, train.RunConfig) and isinstance(config, tune.RunConfig)
+    assert (config.name, config.verbose, config.worker_runtime_env) == ("run", 0, None)
 
 
 def test_keras_callback_is_trains() -> None:
