@@ -133,19 +133,37 @@ def test_a_forced_recursive_cancel_ends_the_children_too(backend, wait_until) ->
     _cpus_free_again(wait_until)
 
 
-@pytest.mark.parametrize("force", [False, True])
+@nbdist.remote(num_cpus=1)
+def child_until(flag: str) -> str:
+    while not os.path.exists(flag):
+        time.sleep(0.05)
+    return "done"
+
+
+@nbdist.remote(num_cpus=1)
+def parent_of(box: Any, flag: str) -> None:
+    box.put.remote([child_until.remote(flag)])
+    while True:
+        time.sleep(0.05)
+
+
 def test_a_non_recursive_cancel_leaves_the_children_running(backend, wait_until,
-                                                            force: bool) -> None:
-    outer, inner = _parent_and_child(wait_until)
-    nbdist.cancel(outer, force=force, recursive=False)
+                                                            tmp_path) -> None:
+    flag = str(tmp_path / "go")
+    box = Box.remote()
+    outer = parent_of.remote(box, flag)
+    wait_until(lambda: nbdist.get(box.get.remote()) is not None, timeout=60,
+               what="the parent task to submit its child")
+    inner = nbdist.get(box.get.remote())[0]
+    wait_until(lambda: nbdist.available_resources().get("CPU", 0) == 0, timeout=60,
+               what="the child task to start")
+    nbdist.cancel(outer, recursive=False)
     with pytest.raises(TaskCancelledError):
         nbdist.get(outer, timeout=60)
-    wait_until(lambda: nbdist.available_resources().get("CPU", 0) == 1.0, timeout=60,
-               what="the parent's CPU free")
-    with pytest.raises(GetTimeoutError):  # the child never ends by itself
+    with pytest.raises(GetTimeoutError):  # the child goes on
         nbdist.get(inner, timeout=0.5)
-    assert nbdist.available_resources().get("CPU", 0) == 1.0
-    nbdist.cancel(inner, force=True)
+    open(flag, "w").close()
+    assert nbdist.get(inner, timeout=60) == "done"
     _cpus_free_again(wait_until)
 
 
