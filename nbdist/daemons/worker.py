@@ -6,9 +6,11 @@ blocked in `get` tells the node, which lends its CPU to other work meanwhile).
 
 Threads: the connection's reader thread receives ``EXEC`` and queues it; the main thread runs
 plain tasks and sync actor methods one at a time, in arrival order (so one caller's calls run in
-submission order). A threaded actor (``max_concurrency > 1``) runs methods on a thread pool; an
-async actor runs them as coroutines on an event loop thread. ``INTERRUPT`` raises
-KeyboardInterrupt in the main thread when it runs the named task (non-forced cancel).
+submission order). A threaded actor (``max_concurrency > 1``) runs methods on a thread pool per
+concurrency group; an async actor runs them on an event loop thread per group (coroutines, and
+the group's sync methods), so a call that blocks its group holds up no other group.
+``INTERRUPT`` raises KeyboardInterrupt in the main thread when it runs the named task
+(non-forced cancel).
 
 Output: ``sys.stdout``/``sys.stderr`` are replaced by streams that send each completed line to
 the node, tagged with the task that printed it.
@@ -16,7 +18,8 @@ the node, tagged with the task that printed it.
 Direct calls (`nbdist.driver.direct`): an actor's worker also listens for links from drivers on its
 node (`links.Endpoint`). A call that comes on a link (``CALL``) joins the same inbox as the
 node's ``EXEC``; the main thread fetches its arguments that were not ready (in arrival order,
-as the node would), runs it or hands it to the actor's pool or loop, and answers on the link:
+as the node would; for a threaded or async actor, a helper thread waits for them while later
+calls run, as in Ray), runs it or hands it to the actor's pool or loop, and answers on the link:
 DONE with inline results, or, for results the node must hold (in shared memory, containing
 refs), ``DIRECT_RESULT`` to the node, which answers the caller. Its output goes on the link.
 """
@@ -43,6 +46,8 @@ from nbdist.wire import links, serialization, transport
 from nbdist.wire import protocol as P
 
 _ENGINE_DIR = os.path.dirname(os.path.abspath(__file__))
+# Threads of a threaded or async actor waiting for calls' arguments at once (more wait in turn).
+ARG_WAITERS = 16
 
 
 def _engine_frame(filename: str) -> bool:
@@ -116,11 +121,14 @@ class Worker:
         self.saved_cuda_env: str | None = None  # CUDA_VISIBLE_DEVICES before a task set it
         self.running_main = 0
         self.pool: ThreadPoolExecutor | None = None
-        self.loop: asyncio.AbstractEventLoop | None = None
+        self.arg_pool: ThreadPoolExecutor | None = None  # waits for a concurrent call's args
+        self.loop: asyncio.AbstractEventLoop | None = None  # an async actor's default group
         self.async_sem: asyncio.Semaphore | None = None
-        # Concurrency groups: a pool (threaded actor) or a limit (async actor) per group, and
+        # Concurrency groups: a pool (threaded actor), or an event loop thread and a limit
+        # (async actor) per group, so a group whose calls block holds up no other group; and
         # the group each method declared; a call may name another (``method@group``).
         self.group_pools: dict[str, ThreadPoolExecutor] = {}
+        self.group_loops: dict[str, asyncio.AbstractEventLoop] = {}
         self.group_sems: dict[str, asyncio.Semaphore] = {}
         self.method_groups: dict[str, str] = {}
         self.pid = os.getpid()
@@ -145,9 +153,9 @@ class Worker:
                     threading.main_thread():
                 # A real signal, so a task sleeping or blocked in a system call wakes up.
                 signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
-            elif msg[1] in self.running_async and self.loop is not None:
+            elif msg[1] in self.running_async:
                 # An async method: CancelledError in its coroutine, as for a direct call.
-                self.loop.call_soon_threadsafe(self.cancel_async, msg[1])
+                self.cancel_async(msg[1])
         elif op == P.EXIT:
             self.inbox.append(None)
 
@@ -221,12 +229,13 @@ class Worker:
         # one runs to its end, as in Ray (an actor's state would be left half-changed).
         if self.loop is not None:
             self.cancelled.add(task_id)
-            self.loop.call_soon_threadsafe(self.cancel_async, task_id)
+            self.cancel_async(task_id)
 
     def cancel_async(self, task_id: int) -> None:
+        """Cancel a running async call from any thread: on the loop of its group."""
         task = self.running_async.get(task_id)
         if task is not None:
-            task.cancel()
+            task.get_loop().call_soon_threadsafe(task.cancel)
 
     def resolve(self, msg: tuple) -> tuple | None:
         """A direct call with every argument's location (fetched from the node if it was not
@@ -272,6 +281,11 @@ class Worker:
             if msg is None:
                 return
             if len(msg) > 4:  # a direct call: its arguments first, in arrival order
+                if (self.pool or self.loop) and None in msg[2]:
+                    # A threaded or async actor runs later calls whose arguments are ready
+                    # while this one's are computed, as Ray's do (no order among its calls).
+                    self.resolve_later(msg)
+                    continue
                 try:
                     resolved = self.resolve(msg)
                 except Exception as exc:  # the node went away, or an argument is lost
@@ -290,15 +304,30 @@ class Worker:
                 # An interrupt that arrived just after its task ended: nothing to stop.
                 continue
 
+    def resolve_later(self, msg: tuple) -> None:
+        if self.arg_pool is None:
+            self.arg_pool = ThreadPoolExecutor(ARG_WAITERS, thread_name_prefix="nbdist-args")
+        self.arg_pool.submit(self.resolve_then_run, msg)
+
+    def resolve_then_run(self, msg: tuple) -> None:
+        try:
+            resolved = self.resolve(msg)
+        except Exception as exc:  # the node went away, or an argument is lost
+            self.fail(msg[1], exc, time.time(), msg[4])
+            return
+        if resolved is not None:
+            self.run_concurrent(resolved)
+
     def run_concurrent(self, msg: tuple) -> None:
         name, _, group = msg[1][P.S_METHOD].partition("@")
         group = group or self.method_groups.get(name, "")
         if self.loop is not None:
+            loop = self.group_loops.get(group, self.loop) if group else self.loop
             method = getattr(self.instance, name, None)
             if inspect.iscoroutinefunction(method) or inspect.isasyncgenfunction(method):
-                asyncio.run_coroutine_threadsafe(self.execute_async(msg, group), self.loop)
+                asyncio.run_coroutine_threadsafe(self.execute_async(msg, group), loop)
                 return
-            self.loop.call_soon_threadsafe(self.execute, msg)
+            loop.call_soon_threadsafe(self.execute, msg)  # a sync method blocks its group
             return
         pool = self.group_pools.get(group, self.pool) if group else self.pool
         assert pool is not None
@@ -414,6 +443,11 @@ class Worker:
         actor's event loop (started first, so what it starts keeps running there)."""
         init = getattr(cls, "__init__", None)
         if not inspect.iscoroutinefunction(init):
+            if isinstance(cls, type) and _is_async_class(cls):
+                # As in Ray, the constructor's asyncio.get_event_loop() is the loop its
+                # default group's calls run on.
+                self.start_loop()
+                asyncio.set_event_loop(self.loop)
             return cls
 
         def construct(*args: Any, **kwargs: Any) -> Any:
@@ -426,10 +460,7 @@ class Worker:
 
     def start_loop(self) -> None:
         if self.loop is None:
-            loop = asyncio.new_event_loop()
-            self.loop = loop
-            threading.Thread(target=loop.run_forever, name="nbdist-actor-loop",
-                             daemon=True).start()
+            self.loop = _loop_thread("nbdist-actor-loop")
 
     async def execute_async(self, msg: tuple, group: str = "") -> None:
         spec = msg[1]
@@ -470,7 +501,6 @@ class Worker:
     def finish(self, spec: tuple, value: Any, t0: float, link: links.Link | None) -> None:
         if spec[P.S_ACTOR] and spec[P.S_METHOD] == P.ACTOR_INIT:
             self.instance = value
-            self.actor_id = spec[P.S_ACTOR]
             self.setup_actor(spec)
             value = None
         nret = spec[P.S_NRET]
@@ -554,9 +584,11 @@ class Worker:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         actor_id = spec[P.S_ACTOR]
         if actor_id and code == 0:
+            how = ("exit_actor()" if getattr(exc, "exit_actor", False)
+                   else f"sys.exit({exc.code!r})")
             err = ActorDiedError(
-                f"The actor {actor_id:x} exited: {spec[P.S_NAME]!r} called sys.exit("
-                f"{exc.code!r}). An actor that exits is not restarted.", f"{actor_id:x}")
+                f"The actor {actor_id:x} exited: {spec[P.S_NAME]!r} called {how}. An actor "
+                "that exits is not restarted.", f"{actor_id:x}")
             blob = serialization.system_error_blob(err)
             try:
                 if link is not None:
@@ -581,26 +613,41 @@ class Worker:
         extra = spec[P.S_EXTRA] or {}
         cls = type(self.instance)
         members = inspect.getmembers(cls, predicate=inspect.isfunction)
-        is_async = any(inspect.iscoroutinefunction(m) or inspect.isasyncgenfunction(m)
-                       for _, m in members)
+        is_async = _is_async_class(cls)
         concurrency = extra.get("max_concurrency")
         groups: dict[str, int] = extra.get("concurrency_groups") or {}
         self.method_groups = {
             name: opts["concurrency_group"] for name, m in members
             if "concurrency_group" in (opts := getattr(m, "__nbdist_method_options__", {}))}
+        # Every group's loop or pool exists before calls are taken as the actor's (actor_id).
         if is_async:
-            self.start_loop()
+            self.group_loops = {g: _loop_thread(f"nbdist-{g}") for g in groups}
             self.async_sem = asyncio.Semaphore(concurrency or 1000)
             self.group_sems = {g: asyncio.Semaphore(n) for g, n in groups.items()}
+            self.start_loop()
         elif (concurrency and concurrency > 1) or groups:
-            self.pool = ThreadPoolExecutor(concurrency or 1, thread_name_prefix="nbdist-actor")
             self.group_pools = {g: ThreadPoolExecutor(n, thread_name_prefix=f"nbdist-{g}")
                                 for g, n in groups.items()}
+            self.pool = ThreadPoolExecutor(concurrency or 1, thread_name_prefix="nbdist-actor")
+        self.actor_id = spec[P.S_ACTOR]
         self.listen()
 
 
 def _ready() -> bool:
     return True
+
+
+def _is_async_class(cls: type) -> bool:
+    """An async actor's class: one with an ``async def`` method (its calls run on loops)."""
+    return any(inspect.iscoroutinefunction(m) or inspect.isasyncgenfunction(m)
+               for _, m in inspect.getmembers(cls, predicate=inspect.isfunction))
+
+
+def _loop_thread(name: str) -> asyncio.AbstractEventLoop:
+    """A new event loop running for ever on a daemon thread of its own."""
+    loop = asyncio.new_event_loop()
+    threading.Thread(target=loop.run_forever, name=name, daemon=True).start()
+    return loop
 
 
 def _flush_streams() -> None:

@@ -16,6 +16,8 @@ from nbdist.backends.base import current
 from nbdist.driver.remote_function import (
     ACTOR_OPTIONS,
     METHOD_OPTIONS,
+    ArgCheck,
+    arg_check,
     check_options,
     default_returns,
     new_function_id,
@@ -37,17 +39,34 @@ def method(**options: Any) -> Any:
 
 # Every actor answers this method with True once its constructor has run (Ray's name).
 READY_METHOD = "__ray_ready__"
+_NO_ARGS = ArgCheck(inspect.Signature())
 
 
-def _method_table(cls: type) -> dict[str, tuple[Any, bool]]:
-    table: dict[str, tuple[Any, bool]] = {}
+# What a handle knows of each method: (num_returns, whether it is ``async def``, the check of
+# its calls' arguments or None).
+MethodInfo = tuple[Any, bool, "ArgCheck | None"]
+
+
+def _method_table(cls: type) -> dict[str, MethodInfo]:
+    table: dict[str, MethodInfo] = {}
     for name, fn in inspect.getmembers(cls, predicate=callable):
         if name.startswith("__") and name != "__call__":
             continue
         opts = getattr(fn, "__nbdist_method_options__", {})
         table[name] = (returns_with_backpressure(opts, default_returns(fn)),
-                       inspect.iscoroutinefunction(fn))
+                       inspect.iscoroutinefunction(fn), _method_check(cls, name, fn))
     return table
+
+
+def _method_check(cls: type, name: str, fn: Any) -> ArgCheck | None:
+    """The argument check of ``handle.name.remote(...)``: without ``self`` unless the
+    method is a static or class method (already bound, or taking none)."""
+    try:
+        raw = inspect.getattr_static(cls, name)
+    except AttributeError:
+        return None
+    plain = not isinstance(raw, (staticmethod, classmethod)) and inspect.isfunction(raw)
+    return arg_check(fn, drop_first=plain)
 
 
 def returns_with_backpressure(opts: dict[str, Any], default: Any) -> Any:
@@ -81,6 +100,7 @@ class ActorClass:
         self._fid = new_function_id()
         self._pickled: bytes | None = None
         self._methods = _method_table(cls)
+        self._check = arg_check(getattr(cls, "__init__"), drop_first=True)  # noqa: B009
         _check_groups(cls, self._options)
         self.__name__ = cls.__name__
         self.__qualname__ = cls.__qualname__
@@ -106,6 +126,8 @@ class ActorClass:
         return self._pickled
 
     def remote(self, *args: Any, **kwargs: Any) -> ActorHandle:
+        if self._check is not None:
+            self._check.check(args, kwargs)
         return current.backend.create_actor(self, args, kwargs)
 
     def bind(self, *args: Any, **kwargs: Any) -> Any:
@@ -119,22 +141,26 @@ class ActorClass:
 
 
 class ActorMethod:
-    __slots__ = ("_handle", "_name", "_nret", "_task_name")
+    __slots__ = ("_handle", "_name", "_nret", "_task_name", "_check")
 
-    def __init__(self, handle: ActorHandle, name: str, nret: int) -> None:
+    def __init__(self, handle: ActorHandle, name: str, nret: int,
+                 check: ArgCheck | None = None) -> None:
         self._handle = handle
         self._name = name
         self._nret = nret
         self._task_name = f"{handle._class_name}.{name}"
+        self._check = check
 
     def remote(self, *args: Any, **kwargs: Any) -> Any:
+        if self._check is not None:
+            self._check.check(args, kwargs)
         return current.backend.call_method(self._handle, self._name, self._nret,
                                            self._task_name, args, kwargs)
 
     def options(self, **options: Any) -> ActorMethod:
         check_options(options, METHOD_OPTIONS, f"actor method {self._name!r}")
         clone = ActorMethod(self._handle, self._name,
-                            returns_with_backpressure(options, self._nret))
+                            returns_with_backpressure(options, self._nret), self._check)
         if options.get("name"):
             clone._task_name = options["name"]
         group = options.get("concurrency_group")
@@ -160,7 +186,7 @@ class ActorMethod:
 class ActorHandle:
     """A handle to an actor; pickles, so it can be passed to tasks and other actors."""
 
-    def __init__(self, actor_id: int, class_name: str, methods: dict[str, tuple[int, bool]],
+    def __init__(self, actor_id: int, class_name: str, methods: dict[str, MethodInfo],
                  _add: bool = True) -> None:
         self._actor_id = actor_id
         self._class_name = class_name
@@ -184,17 +210,15 @@ class ActorHandle:
         # collector ran, and so would the actor.
         methods = self.__dict__.get("_methods")
         if methods is not None and name in methods:
-            return self._method(name, methods[name][0])
+            info = methods[name]
+            return ActorMethod(self, name, info[0], info[2] if len(info) > 2 else None)
         if name == READY_METHOD and methods is not None:
-            return self._method(name, 1)
+            return ActorMethod(self, name, 1, _NO_ARGS)
         if methods is None:
             raise AttributeError(name)
         raise AttributeError(
             f"Actor {self._class_name!r} has no method {name!r}. Methods: "
             f"{', '.join(sorted(self._methods)) or '(none)'}.")
-
-    def _method(self, name: str, nret: int) -> Any:
-        return ActorMethod(self, name, nret)
 
     def __dir__(self) -> list[str]:  # tab completion shows the actor's methods
         return sorted({*super().__dir__(), *self._methods})
@@ -217,6 +241,6 @@ class ActorHandle:
         return hash(self._actor_id)
 
 
-def _rebuild_handle(actor_id: int, class_name: str, methods: dict[str, tuple[int, bool]]
+def _rebuild_handle(actor_id: int, class_name: str, methods: dict[str, MethodInfo]
                     ) -> ActorHandle:
     return ActorHandle(actor_id, class_name, methods, _add=True)

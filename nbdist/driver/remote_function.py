@@ -110,6 +110,60 @@ def retry_policy(value: Any) -> Any:
     raise ValueError("retry_exceptions must be a bool or a list of exception types.")
 
 
+# Ray's words and type for ``@remote`` on an ``async def`` function.
+ASYNC_FUNCTION_REFUSED = (
+    "'async def' should not be used for remote tasks. You can wrap the async function with "
+    "`asyncio.run(f())`. See more at:https://docs.ray.io/en/latest/ray-core/actors/"
+    "async_api.html ")
+
+
+class ArgCheck:
+    """Whether a call's arguments fit a signature, checked at ``.remote()`` (as Ray binds
+    them at submission) so a wrong call fails in the caller with Python's own TypeError.
+
+    The signature keeps its parameters' kinds and names only (defaults become None), so it
+    pickles with the handle or function that carries it. Calls with positional arguments
+    only, to a function without ``*args``/``**kwargs`` or keyword-only parameters, are checked
+    by counting; others go through ``Signature.bind``."""
+
+    __slots__ = ("sig", "low", "high")
+
+    def __init__(self, sig: inspect.Signature) -> None:
+        empty = inspect.Parameter.empty
+        params = [p.replace(default=None if p.default is not empty else empty, annotation=empty)
+                  for p in sig.parameters.values()]
+        self.sig = sig.replace(parameters=params, return_annotation=empty)
+        positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        if all(p.kind in positional for p in params):
+            self.low = sum(1 for p in params if p.default is empty)
+            self.high = len(params)
+        else:
+            self.low, self.high = 1, 0  # never by counting
+
+    def check(self, args: Any, kwargs: Any) -> None:
+        if kwargs or not self.low <= len(args) <= self.high:
+            self.sig.bind(*args, **kwargs)
+
+    def __reduce__(self) -> Any:
+        return (ArgCheck, (self.sig,))
+
+
+def arg_check(fn: Any, drop_first: bool = False) -> ArgCheck | None:
+    """The check for calls of ``fn`` (less its first parameter: ``self``), or None when its
+    signature cannot be read (a builtin, some C callables): those are not checked."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+    if drop_first:
+        params = list(sig.parameters.values())
+        if not params or params[0].kind not in (inspect.Parameter.POSITIONAL_ONLY,
+                                                inspect.Parameter.POSITIONAL_OR_KEYWORD):
+            return None
+        sig = sig.replace(parameters=params[1:])
+    return ArgCheck(sig)
+
+
 def new_function_id() -> int:
     return int.from_bytes(os.urandom(8), "big") >> 1
 
@@ -119,7 +173,10 @@ class RemoteFunction:
 
     def __init__(self, fn: Any, options: dict[str, Any]) -> None:
         check_options(options, TASK_OPTIONS, f"remote function {fn.__name__!r}")
+        if inspect.iscoroutinefunction(fn):
+            raise ValueError(ASYNC_FUNCTION_REFUSED)
         self._function = fn
+        self._check = arg_check(fn)
         self._name = getattr(fn, "__name__", "task")
         self._options = dict(options)
         self._fid = new_function_id()
@@ -160,6 +217,8 @@ class RemoteFunction:
         return self._pickled
 
     def remote(self, *args: Any, **kwargs: Any) -> Any:
+        if self._check is not None:
+            self._check.check(args, kwargs)
         # The backend is read once per call: nbdist's engine or Ray, installed by init().
         return current.backend.submit_task(self, args, kwargs)
 

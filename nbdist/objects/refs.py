@@ -111,10 +111,15 @@ class ObjectRef:
         threading.Thread(target=resolve, name="nbdist-future", daemon=True).start()
         return fut
 
-    def __await__(self) -> Any:
+    def as_future(self) -> Any:
+        """An asyncio future of this event loop's resolved with the value (or its error), as
+        ``asyncio.wrap_future(ref.future())``."""
         import asyncio
 
-        return asyncio.wrap_future(self.future()).__await__()
+        return asyncio.wrap_future(self.future())
+
+    def __await__(self) -> Any:
+        return self.as_future().__await__()
 
 
 def _rebuild_ref(oid: int) -> ObjectRef:

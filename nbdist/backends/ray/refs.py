@@ -77,7 +77,7 @@ class RayActorHandle(ActorHandle):
     """A handle to an actor running on Ray; pickles, so tasks and actors can use it."""
 
     def __init__(self, ray_handle: Any, class_name: str,
-                 methods: dict[str, tuple[int, bool]]) -> None:
+                 methods: dict[str, Any]) -> None:
         self.ray_handle = ray_handle
         # Ray's handle exposes its id only under this name.
         self._actor_id = ray_handle._actor_id.hex()

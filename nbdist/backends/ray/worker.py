@@ -378,6 +378,8 @@ async def run_call_async(fn: Any, name: str, tag: str | None, args: Any, kwargs:
             value = await value
         return value
     except Exception as exc:
+        if type(exc).__name__ == "AsyncioActorExit":  # exit_actor(): Ray ends the actor
+            raise
         raise failure(name, exc, False) from None
     finally:
         _finish_output(info)
@@ -409,7 +411,7 @@ class SyncHost:
 
     _nbdist_class: type = object
     _nbdist_name = "?"
-    _nbdist_methods: dict[str, tuple[int, bool]] = {}
+    _nbdist_methods: dict[str, Any] = {}
 
     def __init__(self, nbdist_tag: str | None, *args: Any, **kwargs: Any) -> None:
         self._nbdist_obj = run_call(self._nbdist_class, f"{self._nbdist_name}.__init__", False,
@@ -423,7 +425,7 @@ class SyncHost:
         return run_call(getattr(self._nbdist_obj, method), f"{self._nbdist_name}.{method}",
                         False, None, args, kwargs, self._nbdist_setup)
 
-    def nbdist_meta(self) -> tuple[str, dict[str, tuple[int, bool]]]:
+    def nbdist_meta(self) -> tuple[str, dict[str, Any]]:
         return self._nbdist_name, self._nbdist_methods
 
 
@@ -458,7 +460,7 @@ def _host_method(method: str, task_name: str, is_async: bool) -> Any:
     return call
 
 
-def make_host_class(cls: type, methods: dict[str, tuple[int, bool]], setup: Any) -> type:
+def make_host_class(cls: type, methods: dict[str, Any], setup: Any) -> type:
     """A host class for ``cls``, named like it so Ray's views show the user's class name."""
     is_async = any(inspect.iscoroutinefunction(m) for _, m in
                    inspect.getmembers(cls, predicate=inspect.isfunction))
