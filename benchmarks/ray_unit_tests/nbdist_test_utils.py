@@ -116,6 +116,35 @@ async def async_wait_for_condition(
     raise RuntimeError(message)
 
 
+def wait_for_pid_to_exit(pid: int, timeout: float = 20) -> None:
+    """Return once process ``pid`` is gone; ``TimeoutError`` after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"Timed out while waiting for process {pid} to exit.")
+
+
+def kill_actor_and_wait_for_failure(
+    actor: Any, timeout: float = 10, retry_interval_ms: float = 100
+) -> None:
+    """``kill`` the actor, then return once a call to it fails as a dead actor's does."""
+    nbdist.kill(actor)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            nbdist.get(actor.__ray_ready__.remote(), timeout=retry_interval_ms / 1000.0)
+        except nbdist.exceptions.RayActorError:
+            return
+        except nbdist.exceptions.GetTimeoutError:
+            pass
+        time.sleep(retry_interval_ms / 1000.0)
+    raise RuntimeError("It took too much time to kill an actor")
+
+
 def client_test_enabled() -> bool:
     """Ray Client mode: never, here."""
     return False

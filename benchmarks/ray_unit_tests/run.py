@@ -122,19 +122,30 @@ def run_file(side: str, tests: Path, name: str, out: Path, timeout: int,
         _kill_group(proc)
         stdout.close()
         state = read_log(log)
-        if not hung:
-            return
-        # The run stopped answering: the test it was in is failed, the others run again.
-        last = state["started"][-1] if state["started"] else None
-        if last and last not in state["outcome"]:
-            with open(log, "a", encoding="utf-8") as f:
-                f.write(json.dumps({"event": "report", "nodeid": last, "when": "call",
-                                    "outcome": "failed",
-                                    "reason": f"hung: no answer in {idle} s"}) + "\n")
-        state = read_log(log)
         remaining = [n for n in state["collected"] if n not in state["outcome"]]
+        if not remaining or (not hung and not state["collected"]):
+            return
+        # The run stopped answering, or pytest stopped short (an internal error): the test it
+        # was in is failed, the others run again.
+        last = state["started"][-1] if state["started"] else None
+        if last in remaining:
+            stuck = last
+        else:  # it stopped between tests: in the first one it never began
+            stuck = next((n for n in remaining if n not in state["started"]), remaining[0])
+        reason = f"hung: no answer in {idle} s" if hung else "pytest stopped here: " + _last_error(
+            out / side / f"{name}.out")
+        with open(log, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"event": "report", "nodeid": stuck, "when": "call",
+                                "outcome": "failed", "reason": reason}) + "\n")
+        remaining = [n for n in remaining if n != stuck]
         if not remaining:
             return
+
+
+def _last_error(output: Path) -> str:
+    lines = [ln for ln in output.read_text(encoding="utf-8", errors="replace").splitlines()
+             if "Error" in ln]
+    return lines[-1].strip()[:200] if lines else "no error printed"
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
