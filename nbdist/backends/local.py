@@ -120,6 +120,7 @@ class LocalBackend:
             "lifetime": opts.get("lifetime"),
             "class_name": ac.__name__,
             "concurrency_groups": opts.get("concurrency_groups"),
+            "unordered": ac._runs_concurrently(),
             **(placing or {}),
         }
         env = runtime_env.wire(client, opts.get("runtime_env"))

@@ -101,6 +101,9 @@ class ActorClass:
         self._pickled: bytes | None = None
         self._methods = _method_table(cls)
         self._check = arg_check(getattr(cls, "__init__"), drop_first=True)  # noqa: B009
+        self._is_async = any(
+            inspect.iscoroutinefunction(m) or inspect.isasyncgenfunction(m)
+            for _, m in inspect.getmembers(cls, predicate=inspect.isfunction))
         _check_groups(cls, self._options)
         self.__name__ = cls.__name__
         self.__qualname__ = cls.__qualname__
@@ -118,6 +121,13 @@ class ActorClass:
         clone.__dict__.update(self.__dict__)
         clone._options = {**self._options, **options}
         return clone
+
+    def _runs_concurrently(self) -> bool:
+        """Whether its calls may run side by side (an async or threaded actor): such an actor
+        runs a call whose arguments are ready before an earlier one still waiting, as Ray's."""
+        opts = self._options
+        return (self._is_async or (opts.get("max_concurrency") or 1) > 1
+                or bool(opts.get("concurrency_groups")))
 
     def _pickle(self) -> bytes:
         if self._pickled is None:

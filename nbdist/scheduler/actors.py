@@ -22,6 +22,7 @@ state's) places an actor's constructor again after its node was lost.
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Callable
 
 from nbdist import events as ev
@@ -175,12 +176,8 @@ class ActorTable:
         worker = actor.worker
         if worker is None or worker.client is None or actor.state not in ("alive", "pending"):
             return
-        queue = actor.queue
         exec_ = self.tasks.exec
-        while queue and queue[0].ready:
-            task = queue.popleft()
-            if task.finished:
-                continue
+        for task in self._ready_calls(actor):
             task.worker = worker
             task.attempt += 1
             actor.inflight[task.id] = task
@@ -188,13 +185,27 @@ class ActorTable:
         if actor.count <= 0 and not actor.detached:
             self._maybe_retire(actor)
 
-    def _pump_remote(self, actor: Actor) -> None:
+    @staticmethod
+    def _ready_calls(actor: Actor) -> list[Task]:
+        """Take the calls of ``actor``'s queue that may run now: those at its head whose
+        arguments are ready; for a concurrent (async or threaded) actor every ready call, so
+        a call waiting for its arguments holds up no later one, as Ray runs such actors."""
         queue = actor.queue
+        ready: list[Task] = []
         while queue and queue[0].ready:
             task = queue.popleft()
             if not task.finished:
-                self.placement.forward(task, actor.remote)
-        if not queue and actor.state == "remote":
+                ready.append(task)
+        if actor.unordered and queue:
+            waiting = [t for t in queue if not t.finished]
+            ready += [t for t in waiting if t.ready]
+            actor.queue = collections.deque(t for t in waiting if not t.ready)
+        return ready
+
+    def _pump_remote(self, actor: Actor) -> None:
+        for task in self._ready_calls(actor):
+            self.placement.forward(task, actor.remote)
+        if not actor.queue and actor.state == "remote":
             self.by_id.pop(actor.id, None)  # made again by the next call
         elif actor.count <= 0 and not actor.detached and actor.spec:
             self._maybe_retire(actor)

@@ -135,7 +135,7 @@ class Obj:
 class Actor:
     __slots__ = ("id", "spec", "state", "worker", "queue", "inflight", "restarts_left",
                  "count", "detached", "killed", "init_error", "name", "namespace", "held",
-                 "gpus", "job", "restarts", "remote", "host_for", "creator")
+                 "gpus", "job", "restarts", "remote", "host_for", "creator", "unordered")
 
     def __init__(self, spec: tuple, job: int) -> None:
         extra = spec[P.S_EXTRA] or {}
@@ -149,6 +149,9 @@ class Actor:
         self.restarts = 0
         self.count = 0
         self.detached = extra.get("lifetime") == "detached"
+        # A concurrent actor (async or threaded) runs calls whose arguments are ready before
+        # earlier ones still waiting for theirs; a plain one keeps submission order.
+        self.unordered: bool = bool(extra.get("unordered"))
         self.killed = False
         self.init_error: bytes | None = None
         self.name: str | None = extra.get("name")

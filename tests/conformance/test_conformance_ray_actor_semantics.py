@@ -490,3 +490,15 @@ def test_a_plain_actor_runs_one_callers_calls_in_submission_order(backend) -> No
     assert not ready
     nbdist.get(gate.open.remote(), timeout=GET_S)
     assert nbdist.get([first, second], timeout=GET_S) == [1, 3]
+
+
+@pytest.mark.parametrize("cls", [AsyncCounter, ThreadedCounter], ids=["async", "threaded"])
+def test_a_new_concurrent_actors_first_calls_run_when_their_arguments_are(backend, cls) -> None:
+    # No call has reached the actor yet: these go through the node's queue, not straight to it.
+    gate = Gate.remote()
+    counter = cls.remote()
+    first = counter.add.remote(gate.wait.remote(1))
+    second = counter.add.remote(2)
+    assert nbdist.get(second, timeout=GET_S) == 2  # while the first still waits
+    nbdist.get(gate.open.remote(), timeout=GET_S)
+    assert nbdist.get(first, timeout=GET_S) == 3
