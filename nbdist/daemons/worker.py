@@ -120,6 +120,7 @@ class Worker:
         self.actor_spec: tuple | None = None  # its constructor call (the runtime context's)
         self.saved_cuda_env: str | None = None  # CUDA_VISIBLE_DEVICES before a task set it
         self.running_main = 0
+        self.interrupted = 0  # the main thread's task that a cancel interrupted
         self.pool: ThreadPoolExecutor | None = None
         self.arg_pool: ThreadPoolExecutor | None = None  # waits for a concurrent call's args
         self.loop: asyncio.AbstractEventLoop | None = None  # an async actor's default group
@@ -163,7 +164,15 @@ class Worker:
         # The node signals a worker to cancel the task it runs; one that arrives after the
         # task ended has nothing to stop.
         if self.running_main:
+            self.interrupted = self.running_main
             raise KeyboardInterrupt
+
+    def is_canceled(self, task_id: int) -> bool:
+        """Whether a cancel reached ``task_id`` (the runtime context's ``is_canceled()``)."""
+        if self.loop is not None and self.actor_id:
+            raise RuntimeError("is_canceled() is not supported in an async actor: a cancel "
+                               "raises asyncio.CancelledError in the call's coroutine.")
+        return bool(task_id) and (task_id == self.interrupted or task_id in self.cancelled)
 
     def send_output(self, stream: str, text: str) -> None:
         ctx = self.client.ctx
@@ -418,6 +427,7 @@ class Worker:
         t0 = time.time()
         if main:
             self.running_main = task_id
+            self.interrupted = 0
         try:
             try:
                 fn, args, kwargs = self.prepare(msg)
@@ -505,7 +515,7 @@ class Worker:
             value = None
         nret = spec[P.S_NRET]
         error = None
-        if nret == 1:
+        if nret == 1 and not inspect.isgenerator(value):
             values = [value]
         elif nret == 0:
             values = []

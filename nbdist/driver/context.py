@@ -63,6 +63,10 @@ class ContextNames:
     def was_current_actor_reconstructed(self) -> bool:
         raise NotImplementedError
 
+    def is_canceled(self) -> bool:
+        """Whether ``cancel()`` reached the running task (in a task or a sync actor)."""
+        raise NotImplementedError
+
     @property
     def namespace(self) -> str:
         raise NotImplementedError
@@ -214,6 +218,12 @@ class EngineContext(ContextNames):
         if not self._client.ctx.actor_id:
             raise RuntimeError("was_current_actor_reconstructed is only available in an actor.")
         return bool(self._actor_extra().get("restarts"))
+
+    def is_canceled(self) -> bool:
+        worker = self._client.worker
+        if worker is None:
+            _in_worker("is_canceled()")
+        return worker.is_canceled(self._client.ctx.task_id)
 
     @property
     def namespace(self) -> str:

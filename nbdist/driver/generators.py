@@ -28,9 +28,9 @@ Dynamic. ``num_returns="dynamic"``: the task's one return is a `DynamicObjectRef
 (a list of refs, one per yielded value, and one more holding the error if the generator
 raised), made in the worker when the generator is done.
 
-Static. ``num_returns=N`` on a generator function: the worker takes its values for the N
-returns (`static_returns`); if it raises before the N-th, the returns it did not yield hold
-the error.
+Static. ``num_returns=N`` on a generator function (N = 1 too): the worker takes its values for
+the N returns (`static_returns`); if it raises before the N-th, the returns it did not yield
+hold the error. A ``"dynamic"`` task whose function returns no generator fails.
 """
 
 from __future__ import annotations
@@ -329,7 +329,7 @@ def run(client: Any, spec: tuple, fn: Any, args: list[Any], kwargs: dict[str, An
     import asyncio  # here, not at the top: most processes never stream
 
     if type(args[0]) is DynamicMarker:
-        gen = fn(*args[1:], **kwargs)
+        gen = _generator_of(fn(*args[1:], **kwargs))
         if hasattr(gen, "__anext__"):
             return asyncio.run(_dynamic_async(client, spec, gen, error_blob))
         return _dynamic(client, spec, gen, error_blob)
@@ -362,7 +362,7 @@ async def run_async(client: Any, spec: tuple, fn: Any, args: list[Any],
     loop = asyncio.get_running_loop()
     gen = None
     if type(args[0]) is DynamicMarker:
-        gen = fn(*args[1:], **kwargs)
+        gen = _generator_of(fn(*args[1:], **kwargs))
         if hasattr(gen, "__anext__"):
             return await _dynamic_async(client, spec, gen, error_blob)
         return _dynamic(client, spec, gen, error_blob)
@@ -376,6 +376,15 @@ async def run_async(client: Any, spec: tuple, fn: Any, args: list[Any],
     except Exception as exc:
         stream.failed(exc)
     return StreamEnd(stream.refs)
+
+
+def _generator_of(value: Any) -> Any:
+    """``value`` if it is a generator; a ``num_returns="dynamic"`` task that returns anything
+    else fails, as in Ray (its values would otherwise be taken apart one by one)."""
+    if inspect.isgenerator(value) or inspect.isasyncgen(value):
+        return value
+    raise ValueError(f'A task with num_returns="dynamic" must return a generator, not a '
+                     f"{type(value).__name__}: make it a generator function (use yield).")
 
 
 def retryable(spec: tuple, exc: Exception) -> bool:
@@ -416,8 +425,8 @@ async def _dynamic_async(client: Any, spec: tuple, gen: Any,
 
 
 def static_returns(value: Any, nret: int, error_blob: Any) -> tuple[list[Any], bytes | None]:
-    """The values of a task declared with ``num_returns=nret`` (> 1), and the error its
-    other returns hold, as in Ray: a generator that yields fewer than ``nret`` values keeps
+    """The values of a task declared with ``num_returns=nret`` (> 1, or 1 for a generator),
+    and the error its other returns hold, as in Ray: a generator that yields fewer than ``nret`` values keeps
     those, and the rest hold its error (or a ValueError saying how many it yielded). One that
     yields more keeps its first ``nret``: the extra value is not taken, and an error is printed
     to the task's output. An error raised after all ``nret`` values is printed and ignored."""

@@ -34,7 +34,7 @@ from nbdist.scheduler.stepping import Stepper
 from nbdist.scheduler.tasks import TaskTable
 from nbdist.scheduler.workers import WorkerPool, exit_text
 from nbdist.wire import protocol as P
-from nbdist.wire.serialization import system_error_blob
+from nbdist.wire.serialization import error_blob, system_error_blob
 
 
 class NodeState:
@@ -330,8 +330,10 @@ class NodeState:
         if actor is not None and task.spec[P.S_METHOD] == P.ACTOR_INIT:
             self.actors.init_done(actor, ok, error)
         if task.cancelled and not ok:
-            error = system_error_blob(TaskCancelledError(
-                f"Task {task.spec[P.S_NAME]!r} was cancelled."))
+            # As Ray's: a cancel that stopped it running is an error of the task itself.
+            error = error_blob(task.spec[P.S_NAME], TaskCancelledError(
+                f"Task {task.spec[P.S_NAME]!r} was cancelled."), worker.pid, f"{task_id:x}",
+                _no_frames)
         if not ok and error is not None and self.tasks.may_retry(task, error):
             self._requeue(task)
             return
@@ -544,6 +546,9 @@ class NodeState:
             task = self._tasks.get(tid)
             if task is not None and not task.finished:
                 by_owner.setdefault(task.owner, []).append((tid, pid, where))
+                if task.owner.kind == P.KIND_WORKER:
+                    self.notices.event(task.spec[P.S_JOB], ev.TaskStarted,
+                                       (tid, task.spec[P.S_NAME], where, pid))
         for owner, started in by_owner.items():
             self.io.send(owner, (P.STARTED, started, t))
 
@@ -706,3 +711,8 @@ def _amount(name: str, amount: float) -> str:
     power = min(3, max(0, (int(amount).bit_length() - 1) // 10))
     unit = ("B", "KiB", "MiB", "GiB")[power]
     return f"{name}: {amount / 1024**power:.{1 if power else 0}f} {unit}"
+
+
+def _no_frames(filename: str) -> bool:
+    """The node adds no traceback of its own to an error it makes."""
+    return True

@@ -1,7 +1,8 @@
 """Event records and batched notices to the drivers (layer L1).
 
-Owns ``jobs`` (driver client per job number), the task-started notices and the object records
-(freed, spilled, restored) waiting for the next flush. The daemon flushes at most every
+Owns ``jobs`` (driver client per job number), the task-started notices (to a task's owner,
+and for a task a task submitted, a record to its driver) and the object records (freed,
+spilled, restored) waiting for the next flush. The daemon flushes at most every
 ``node.NOTICE_S``; a task that ends before then needs no started-notice at all (its DONE says
 it), so ending a task removes its entry. An event for a job whose driver is on another node is
 relayed to that node.
@@ -28,6 +29,9 @@ class Notices:
         self.jobs: dict[int, Client] = {}
         self.started: dict[Client, dict[int, int]] = {}  # owner -> task id -> worker pid
         self.batched: dict[int, list[ev.Compact]] = {}  # job -> object records
+        # A nested task's owner is a worker: its driver hears that it started (for the
+        # state API and the panel) from here. task id -> (job, name, worker pid)
+        self.nested: dict[int, tuple[int, str, int]] = {}
 
     def send(self, job: int, items: list[ev.Compact]) -> None:
         """Records for the driver of ``job``, now."""
@@ -66,13 +70,22 @@ class Notices:
     def freed(self, job: int, oid: int, size: int) -> None:
         self.later(job, ev.ObjectFreed, (oid, size, self.node_id))
 
+    def task_started(self, owner: Client, task_id: int, spec: tuple, pid: int) -> None:
+        """``task_id`` went to worker ``pid``: its owner hears so at the next flush, and so
+        does its job's driver when the owner is a task."""
+        self.started.setdefault(owner, {})[task_id] = pid
+        if owner.kind == P.KIND_WORKER:
+            self.nested[task_id] = (spec[P.S_JOB], spec[P.S_NAME], pid)
+
     def ended(self, owner: Client, task_id: int) -> None:
         pending = self.started.get(owner)
         if pending:
             pending.pop(task_id, None)
+        if self.nested:
+            self.nested.pop(task_id, None)
 
     def pending(self) -> bool:
-        return bool(self.started or self.batched)
+        return bool(self.started or self.batched or self.nested)
 
     def flush(self) -> None:
         """Send the batched STARTED notices and object records."""
@@ -82,6 +95,12 @@ class Notices:
                 if items:
                     self.io.send(owner, (P.STARTED, list(items.items()), now))
             self.started = {}
+        if self.nested:
+            now = time.time()
+            nested, self.nested = self.nested, {}
+            for tid, (job, name, pid) in nested.items():
+                self.batched.setdefault(job, []).append(
+                    (ev.TaskStarted.code, (now, tid, name, self.node_id, pid)))
         if self.batched:
             batched, self.batched = self.batched, {}
             for job, records in batched.items():

@@ -71,7 +71,7 @@ class TaskTable:
         deps = [loc(d) for d in spec[P.S_DEPS]]
         self.objects.lease(client, deps)
         self.io.send(client, (P.EXEC, spec, deps, task.gpus))
-        self.notices.started.setdefault(task.owner, {})[task.id] = worker.pid
+        self.notices.task_started(task.owner, task.id, spec, worker.pid)
 
     def finish(self, task: Task, locs: list, t0: float, t1: float, pid: int,
                where: str = "") -> None:

@@ -293,3 +293,94 @@ def test_an_actor_context_has_its_handle_name_and_ids(backend) -> None:
     assert seen["reconstructed"] is False
     anonymous = nbdist.get(Introspective.remote().context.remote(), timeout=120)
     assert anonymous["name"] == ""
+
+
+# --------------------------------------------- num_returns=1 and "dynamic" on generators
+
+
+@nbdist.remote(num_cpus=0)
+class Counter:
+    def count_to(self, n: int):
+        yield from range(n)
+
+
+@pytest.mark.parametrize("on_actor", [False, True])
+def test_num_returns_1_on_a_generator_is_its_first_value(backend, on_actor: bool) -> None:
+    counting = Counter.remote().count_to if on_actor else count_to
+    assert nbdist.get(counting.options(num_returns=1).remote(1)) == 0
+    # More values than returns: the first is kept (Ray logs the error of the rest).
+    assert nbdist.get(counting.options(num_returns=1).remote(3)) == 0
+    with pytest.raises(ValueError, match="0"):
+        nbdist.get(counting.options(num_returns=1).remote(0))
+
+
+@nbdist.remote
+def listing(n: int) -> list[int]:
+    return list(range(n))
+
+
+def test_dynamic_num_returns_on_a_function_that_is_no_generator_fails(backend) -> None:
+    # Ray refuses it in .options(), nbdist when the task returns: a ValueError either way,
+    # never a list taken apart into refs.
+    with pytest.raises(ValueError, match="generator"):
+        nbdist.get(listing.options(num_returns="dynamic").remote(3))
+
+
+# --------------------------------------------------------------- is_canceled and list_tasks
+
+
+@nbdist.remote
+def catches_the_cancel(started: str) -> Any:
+    open(started, "w").close()
+    try:
+        while True:
+            time.sleep(0.05)
+    except KeyboardInterrupt:
+        return ("interrupted", nbdist.get_runtime_context().is_canceled())
+
+
+@nbdist.remote
+def is_canceled_now() -> bool:
+    return nbdist.get_runtime_context().is_canceled()
+
+
+def test_a_task_that_catches_its_cancel_returns_and_knows_it_was_canceled(
+        backend, wait_until, tmp_path) -> None:
+    started = str(tmp_path / "started")
+    ref = catches_the_cancel.remote(started)
+    wait_until(lambda: os.path.exists(started), timeout=60, what="the task to start")
+    nbdist.cancel(ref)
+    assert nbdist.get(ref, timeout=60) == ("interrupted", True)
+    assert nbdist.get(is_canceled_now.remote(), timeout=60) is False
+
+
+@nbdist.remote(num_cpus=0)
+class Sleeper:
+    def sleep(self, flag: str) -> str:
+        while not os.path.exists(flag):
+            time.sleep(0.05)
+        return "woke"
+
+
+@nbdist.remote(num_cpus=0)
+def calls_the_sleeper(sleeper: Any, flag: str) -> str:
+    return nbdist.get(sleeper.sleep.remote(flag))
+
+
+def test_list_tasks_shows_an_actor_call_a_task_made_running_by_its_name(
+        backend, wait_until, tmp_path) -> None:
+    from nbdist.util.state import list_tasks
+
+    flag = str(tmp_path / "wake")
+    ref = calls_the_sleeper.remote(Sleeper.remote(), flag)
+
+    def state_of(name: str) -> str | None:
+        rows = list_tasks(filters=[("func_or_class_name", "=", name)])
+        return rows[-1]["state"] if rows else None
+
+    wait_until(lambda: state_of("Sleeper.sleep") == "RUNNING", timeout=60,
+               what="the actor call to show as running")
+    open(flag, "w").close()
+    assert nbdist.get(ref, timeout=60) == "woke"
+    wait_until(lambda: state_of("Sleeper.sleep") == "FINISHED", timeout=60,
+               what="the actor call to show as finished")

@@ -574,6 +574,9 @@ class RayRuntimeContext(ContextNames):
             raise RuntimeError("was_current_actor_reconstructed is only available in an actor.")
         return bool(self._ctx.was_current_actor_reconstructed)
 
+    def is_canceled(self) -> bool:
+        return bool(self._ctx.is_canceled())
+
     @property
     def namespace(self) -> str:
         return str(self._ctx.namespace)
