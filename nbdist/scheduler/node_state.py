@@ -24,6 +24,7 @@ from nbdist.exceptions import (
     TaskPlacementGroupRemoved,
     WorkerCrashedError,
 )
+from nbdist.ids import CLIENT_SHIFT, NODE_SHIFT
 from nbdist.scheduler.actors import ActorTable
 from nbdist.scheduler.bundles import Bundles, group_of
 from nbdist.scheduler.notices import Notices
@@ -410,7 +411,13 @@ class NodeState:
         too, and those they submitted (as Ray's ``cancel(recursive=True)``), and any it
         submits until it ends (`child_submitted`)."""
         task = self.tasks.producer(oid)
-        if task is None or task.finished:
+        if task is None:
+            # A borrowed ref: a task on the node of its owner made it there.
+            index = oid >> (CLIENT_SHIFT + NODE_SHIFT)
+            if index not in (0, self.node_index):
+                self.io.to_node(index, (P.CANCEL, oid, force, recursive))
+            return
+        if task.finished:
             return
         if recursive:
             self._prune()

@@ -6,7 +6,9 @@ from typing import Any
 
 import pytest
 
+from nbdist import events as ev
 from nbdist import exceptions
+from nbdist.ids import CLIENT_SHIFT, client_no
 from nbdist.scheduler import Client, NodeState, Worker
 from nbdist.wire import protocol as P
 from nbdist.wire import serialization
@@ -360,6 +362,24 @@ def test_a_non_recursive_cancel_leaves_the_submitted_tasks_alone() -> None:
     assert parent_worker.client is not None
     state.submit(parent_worker.client, _child(30, parent=10))
     assert not _cancelled(io, 30)
+
+
+def test_a_cancel_of_a_ref_made_on_another_node_goes_to_that_node() -> None:
+    state, io, _driver = make()
+    foreign = (client_no(3, 5) << CLIENT_SHIFT) | 7  # a task there owns it
+    state.cancel(foreign, force=False)
+    assert io.node_msgs == [(3, (P.CANCEL, foreign, False, True))]
+    io.node_msgs.clear()
+    state.cancel((client_no(1, 5) << CLIENT_SHIFT) | 7, force=True)  # one of ours, ended
+    assert io.node_msgs == []
+
+
+def test_the_driver_hears_that_a_task_its_task_submitted_started() -> None:
+    state, io, parent_worker, child_worker = _running_parent_with_child()
+    state.flush_notices()
+    started = [rec for _, m in io.sent if m[0] == P.EVENT for rec in m[1]
+               if rec[0] == ev.TaskStarted.code]
+    assert [(r[1][1], r[1][4]) for r in started] == [(20, child_worker.pid)]
 
 
 def test_a_forced_recursive_cancel_kills_the_children_workers_too() -> None:
