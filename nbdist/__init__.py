@@ -13,6 +13,7 @@ import cloudpickle as cloudpickle  # `from ray import cloudpickle`; kept out of 
 from nbdist import actor as actor  # `ray.actor.ActorHandle` in annotations; kept out of __all__
 from nbdist import events, exceptions, util  # util: like ray.util, part of `import nbdist`
 from nbdist import job_config as job_config  # `ray.job_config.JobConfig`; kept out of __all__
+from nbdist import ray_types as types  # `ray.types.ObjectRef[int]`; kept out of __all__
 from nbdist.driver.actor import ActorClass, ActorHandle, method
 from nbdist.driver.api import (
     available_resources,
@@ -36,6 +37,9 @@ from nbdist.driver.groups import get_gpu_ids
 from nbdist.driver.remote_function import RemoteFunction
 from nbdist.driver.stepping import StepStatus, step, step_mode
 from nbdist.objects.refs import ObjectRef
+
+ObjectID = ObjectRef  # Ray's older name, kept as Ray keeps it
+_sys.modules[__name__ + ".types"] = types
 
 __version__ = "0.1.0"
 
@@ -80,6 +84,7 @@ __all__ = [
     "ActorClass",
     "ActorHandle",
     "DynamicObjectRefGenerator",
+    "ObjectID",
     "ObjectRef",
     "ObjectRefGenerator",
     "RemoteFunction",

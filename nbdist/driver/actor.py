@@ -140,6 +140,11 @@ class ActorClass:
             self._check.check(args, kwargs)
         return current.backend.create_actor(self, args, kwargs)
 
+    def _remote(self, args: Any = None, kwargs: Any = None, **options: Any) -> ActorHandle:
+        """Ray's lower-level form: ``cls._remote(args=[...], kwargs={...}, **options)``."""
+        target = self.options(**options) if options else self
+        return target.remote(*(args or ()), **(kwargs or {}))
+
     def bind(self, *args: Any, **kwargs: Any) -> Any:
         """A DAG node creating this actor (see `nbdist.dag`); ``node.method.bind`` binds calls."""
         from nbdist.dag.nodes import bind_class
@@ -166,6 +171,11 @@ class ActorMethod:
             self._check.check(args, kwargs)
         return current.backend.call_method(self._handle, self._name, self._nret,
                                            self._task_name, args, kwargs)
+
+    def _remote(self, args: Any = None, kwargs: Any = None, **options: Any) -> Any:
+        """Ray's lower-level form: ``method._remote(args=[...], kwargs={...}, **options)``."""
+        target = self.options(**options) if options else self
+        return target.remote(*(args or ()), **(kwargs or {}))
 
     def options(self, **options: Any) -> ActorMethod:
         check_options(options, METHOD_OPTIONS, f"actor method {self._name!r}")

@@ -222,6 +222,11 @@ class RemoteFunction:
         # The backend is read once per call: nbdist's engine or Ray, installed by init().
         return current.backend.submit_task(self, args, kwargs)
 
+    def _remote(self, args: Any = None, kwargs: Any = None, **options: Any) -> Any:
+        """Ray's lower-level form: ``f._remote(args=[...], kwargs={...}, **options)``."""
+        target = self.options(**options) if options else self
+        return target.remote(*(args or ()), **(kwargs or {}))
+
     def options(self, **options: Any) -> RemoteFunction:
         check_options(options, TASK_OPTIONS, f"remote function {self._name!r}")
         clone = object.__new__(RemoteFunction)

@@ -11,6 +11,7 @@ pins its object for the life of the process, as Ray's own ``ray.cloudpickle`` do
 from __future__ import annotations
 
 import threading
+import types
 from typing import Any
 
 from nbdist.backends.base import current
@@ -42,6 +43,9 @@ class ObjectRef:
     """A reference to a value in the cluster (possibly not computed yet)."""
 
     __slots__ = ("id", "__weakref__")
+    # ObjectRef[int] in type hints, as Ray's ray.types.ObjectRef.
+    def __class_getitem__(cls, item: Any) -> types.GenericAlias:
+        return types.GenericAlias(cls, item)
 
     def __init__(self, oid: int | bytes, _add: bool = True) -> None:
         if type(oid) is not int or not 0 < oid < MAX_ID:

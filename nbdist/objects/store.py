@@ -258,6 +258,7 @@ class Arena:
     ``fd`` stays open in the daemon only (it commits pages); other processes close it."""
 
     def __init__(self, path: str, size: int, create: bool = False) -> None:
+        size = int(size)  # init(object_store_memory=7e8) gives a float, as Ray accepts
         flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
         fd = os.open(path, flags, 0o600)
         try:

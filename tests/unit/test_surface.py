@@ -9,7 +9,7 @@ import nbdist
 from nbdist import exceptions
 
 EXPECTED = {
-    "ActorClass", "ActorHandle", "DynamicObjectRefGenerator", "ObjectRef", "ObjectRefGenerator",
+    "ActorClass", "ActorHandle", "DynamicObjectRefGenerator", "ObjectID", "ObjectRef", "ObjectRefGenerator",
     "RemoteFunction", "StepStatus", "available_resources",
     "cancel", "cancel_submitted", "cluster_resources", "events", "exceptions", "get", "get_actor", "get_gpu_ids",
     "get_runtime_context", "init", "is_initialized", "kill", "method", "nodes", "put",
@@ -78,3 +78,10 @@ def test_remote_errors_of_types_with_their_own_allocator_stay_catchable() -> Non
         err = TaskError("f", "tb", cause, 1, "t").as_instanceof_cause()
         assert isinstance(err, TaskError) and isinstance(err, type(cause))
         assert err.args == cause.args
+
+
+def test_ray_type_names() -> None:
+    import nbdist.types
+
+    assert nbdist.ObjectID is nbdist.ObjectRef is nbdist.types.ObjectRef
+    assert nbdist.types.ObjectRef[int].__origin__ is nbdist.ObjectRef
