@@ -56,6 +56,55 @@ _TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
+# Ray's counts: (option, whether -1 means "no limit").
+_COUNTS = {"max_retries": True, "max_restarts": True, "max_task_retries": True,
+           "max_pending_calls": True, "max_calls": False, "max_concurrency": False,
+           "object_store_memory": False}
+_RESOURCES = ("num_cpus", "num_gpus", "memory")
+
+
+def check_counts(opts: dict[str, Any]) -> None:
+    """Ray's type and value rules for counts, resource amounts and num_returns, in its words."""
+    for key, infinite in _COUNTS.items():
+        if key not in opts:
+            continue
+        value = opts[key]
+        _check_type(key, value, (int, type(None)))
+        if value is not None and value < (-1 if infinite else 0):
+            raise ValueError(
+                f"The keyword '{key}' only accepts None, 0, -1 or a positive integer, where -1 "
+                "represents infinity." if infinite else
+                f"The keyword '{key}' only accepts None, 0 or a positive integer.")
+    if "num_returns" in opts:
+        value = opts["num_returns"]
+        _check_type("num_returns", value, (int, str, type(None)))
+        if value not in (None, "dynamic", "streaming") and (isinstance(value, str) or value < 0):
+            raise ValueError("The keyword 'num_returns' only accepts None, a non-negative "
+                             "integer, 'streaming' (for generators), or 'dynamic'.")
+    for key in _RESOURCES:
+        if key in opts:
+            _check_type(key, opts[key], (float, int, type(None)))
+            _check_amount(key, opts[key])
+    for name, amount in (opts.get("resources") or {}).items():
+        _check_amount(name, amount)
+
+
+def _check_type(key: str, value: Any, types: tuple[type, ...]) -> None:
+    if not isinstance(value, types):
+        raise TypeError(f"The type of keyword '{key}' must be {types}, but received type "
+                        f"{type(value)}")
+
+
+def _check_amount(name: str, amount: Any) -> None:
+    if amount is None or not isinstance(amount, (int, float)):
+        return
+    if amount < 0:
+        raise ValueError(f"The quantity of resource {name} cannot be negative")
+    if isinstance(amount, float) and amount != 0.0 and int(amount * 10000) == 0:
+        raise ValueError(f"The precision of the fractional quantity of resource {name} "
+                         "cannot go beyond 0.0001")
+
+
 def unknown_options(unknown: list[str], valid: frozenset[str], what: str) -> ValueError:
     """The error for option names that are no option of ``what``, with likely intended ones."""
     hints = []

@@ -42,6 +42,7 @@ def check_options(opts: dict[str, Any], valid: frozenset[str], what: str) -> Non
     unknown = sorted(set(opts) - valid)
     if unknown:
         raise compat.unknown_options(unknown, valid, what)
+    compat.check_counts(opts)
     compat.check_compat(opts, what)
     for key in ("num_cpus", "num_gpus", "memory"):
         value = opts.get(key)
