@@ -187,3 +187,10 @@ def install_ray_extras() -> None:
     module = importlib.import_module(HELPERS["ray.tests.client_test_utils"])
     sys.modules["ray.tests.client_test_utils"] = module
     tests.client_test_utils = module  # type: ignore[attr-defined]
+    # Test files of other Ray versions import SignalActor, Semaphore, wait_for_condition ...
+    # from ray._private.test_utils; Ray 2.60 keeps them in ray._common.test_utils.
+    private = importlib.import_module("ray._private.test_utils")
+    common = importlib.import_module("ray._common.test_utils")
+    for name in dir(common):
+        if not name.startswith("_") and not hasattr(private, name):
+            setattr(private, name, getattr(common, name))

@@ -46,6 +46,11 @@ class ContextNames:
     def get_actor_name(self) -> str | None:
         raise NotImplementedError
 
+    def get_task_function_name(self) -> str | None:
+        """``module.function`` of the running task (``module.Class.method`` for an actor
+        call), as Ray names it; None on the driver."""
+        raise NotImplementedError
+
     def get_assigned_resources(self) -> dict[str, float]:
         raise NotImplementedError
 
@@ -170,6 +175,24 @@ class EngineContext(ContextNames):
 
     def get_task_name(self) -> str | None:
         return self._client.ctx.name or None if self._client.ctx.task_id else None
+
+    def get_task_function_name(self) -> str | None:
+        from nbdist.wire import protocol as P
+
+        spec = self._spec()
+        worker = self._client.worker
+        if spec is None or worker is None:
+            return None
+        if spec[P.S_ACTOR]:
+            cls = type(worker.instance)
+            method = spec[P.S_METHOD]
+            name = "__init__" if method == P.ACTOR_INIT else method
+            return f"{cls.__module__}.{cls.__name__}.{name}"
+        fn = worker.fns.get(spec[P.S_FID])
+        fn = getattr(fn, "__wrapped__", fn)
+        if fn is None:
+            return spec[P.S_NAME]
+        return f"{getattr(fn, '__module__', None) or '__main__'}.{fn.__name__}"
 
     def get_actor_name(self) -> str | None:
         if not self._client.ctx.actor_id:

@@ -169,6 +169,17 @@ def new_function_id() -> int:
     return int.from_bytes(os.urandom(8), "big") >> 1
 
 
+def _check_generator_returns(fn: Any, options: dict[str, Any]) -> None:
+    """``num_returns="streaming"`` or ``"dynamic"`` asks for a generator: refused at once for
+    a function that is none, as Ray refuses it (rather than a task that fails later)."""
+    nret = options.get("num_returns")
+    if nret in GENERATOR_RETURNS and not (
+            inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn)):
+        raise ValueError(
+            f"num_returns='{nret}' can only be used with generator functions (functions that "
+            f"use 'yield'). The decorated function is not a generator function.")
+
+
 class RemoteFunction:
     """A function whose calls run as tasks in the cluster."""
 
@@ -187,6 +198,7 @@ class RemoteFunction:
         self.__qualname__ = getattr(fn, "__qualname__", self._name)
         self.__module__ = getattr(fn, "__module__", None)  # type: ignore[assignment]
         self.__wrapped__ = fn
+        _check_generator_returns(fn, options)
         self._prepare()
 
     def _prepare(self) -> None:
@@ -230,6 +242,7 @@ class RemoteFunction:
 
     def options(self, **options: Any) -> RemoteFunction:
         check_options(options, TASK_OPTIONS, f"remote function {self._name!r}")
+        _check_generator_returns(self._function, options)
         clone = object.__new__(RemoteFunction)
         clone.__dict__.update(self.__dict__)
         clone._options = {**self._options, **options}

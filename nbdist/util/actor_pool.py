@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-import nbdist
+from nbdist.driver.api import get, wait
 from nbdist.exceptions import ActorDiedError
 
 _TIMEOUT_MSG = "Timed out waiting for result"
@@ -115,7 +115,7 @@ class ActorPool:
         result = self._index_to_future[self._next_return_index]
         timed_out = False
         if timeout is not None:
-            ready, _ = nbdist.wait([_first_ref(result)], timeout=timeout)
+            ready, _ = wait([_first_ref(result)], timeout=timeout)
             if not ready:
                 if not ignore_if_timedout:
                     raise TimeoutError(_TIMEOUT_MSG)
@@ -134,7 +134,7 @@ class ActorPool:
         if not self.has_next():
             raise StopIteration("No more results to get")
         firsts = {_first_ref(k): k for k in self._future_to_actor}
-        ready, _ = nbdist.wait(list(firsts), num_returns=1, timeout=timeout)
+        ready, _ = wait(list(firsts), num_returns=1, timeout=timeout)
         if ready:
             key = firsts[ready[0]]
         elif ignore_if_timedout:
@@ -152,7 +152,7 @@ class ActorPool:
     def _take(self, result: Any, actor: Any) -> Any:
         alive = True
         try:
-            return nbdist.get(result)
+            return get(result)
         except ActorDiedError:
             alive = False
             raise

@@ -60,6 +60,11 @@ def _driver(cli: Cli, address: str, marks: Path) -> subprocess.Popen[str]:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
+def _marked(marks: Path, prefix: str) -> list[str]:
+    """The marks written whole (a mark is written as ``.tmp``, then renamed)."""
+    return sorted(p.name for p in marks.glob(prefix + "*") if not p.name.endswith(".tmp"))
+
+
 def _pid(marks: Path, name: str) -> int:
     return int((marks / name).read_text())
 
@@ -73,9 +78,8 @@ def test_a_driver_that_goes_away_takes_its_tasks_and_actors_with_it(
     marks.mkdir()
     driver = _driver(cli, address, marks)
     try:
-        running = poll(lambda: sorted(p.name for p in marks.glob("task-*")) if len(
-            list(marks.glob("task-*"))) == 2 else None, timeout=90,
-            what="two tasks running, one on each node")
+        running = poll(lambda: names if len(names := _marked(marks, "task-")) == 2 else None,
+                       timeout=90, what="two tasks running, one on each node")
         assert (marks / "actors").exists()
         workers = [_pid(marks, name) for name in running]
         kept, detached = map(int, (marks / "actors").read_text().split())

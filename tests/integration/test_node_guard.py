@@ -24,7 +24,7 @@ class Keeper:
 
 
 @nbdist.remote
-def pid() -> int:
+def pid(*_ignored) -> int:
     return os.getpid()
 
 

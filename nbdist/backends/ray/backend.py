@@ -544,6 +544,9 @@ class RayRuntimeContext(ContextNames):
     def get_actor_name(self) -> str | None:
         return self._ctx.get_actor_name() if self._in_worker() else None
 
+    def get_task_function_name(self) -> str | None:
+        return self._ctx.get_task_function_name() if self._in_worker() else None
+
     def get_assigned_resources(self) -> dict[str, float]:
         if not self._in_worker():
             raise RuntimeError("get_assigned_resources() is only available in a task or an "
