@@ -94,6 +94,10 @@ class RayActorHandle(ActorHandle):
     def __repr__(self) -> str:
         return f"Actor({self._class_name}, {self._actor_id})"
 
+    def _default_returns(self, method: str) -> Any:
+        info = (self._methods or {}).get(method)
+        return info[0] if info else 1
+
     def ray_call(self, method: str, nret: Any, task_name: str,
                  group: str = "") -> tuple[Any, bool]:
         """(the Ray method object that runs calls of ``method`` with these options, whether
@@ -110,7 +114,8 @@ class RayActorHandle(ActorHandle):
                 options["_generator_backpressure_num_objects"] = nret[1]
             elif nret == "dynamic":
                 pass  # the host's method returns nbdist's DynamicObjectRefGenerator
-            elif nret != 1:
+            elif nret != 1 or self._default_returns(method) != 1:
+                # Also 1 said outright for a generator method (Ray's default there: a stream).
                 options["num_returns"] = nret
             if group:
                 options["concurrency_group"] = group
