@@ -287,7 +287,7 @@ class NodeDaemon:
         elif op == P.CANCEL:
             st.cancel(msg[1], msg[2], len(msg) < 4 or msg[3])
         elif op == P.KILL_ACTOR:
-            st.kill_actor(msg[1], msg[2])
+            st.kill_actor(msg[1], msg[2], msg[3] if len(msg) > 3 else None)
         elif op == P.CONTROL:
             self._control(client, msg[1], msg[2], msg[3])
         else:

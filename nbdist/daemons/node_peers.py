@@ -182,7 +182,7 @@ class NodePeers:
         elif op == P.CANCEL:
             st.cancel(msg[1], msg[2], len(msg) < 4 or msg[3])
         elif op == P.KILL_ACTOR:
-            st.kill_actor(msg[1], msg[2])
+            st.kill_actor(msg[1], msg[2], msg[3] if len(msg) > 3 else None)
         elif op == P.ACTOR_EVENT:
             st.hosted_actor_event(index, msg[1], msg[2], msg[3])
         elif op == P.RELAY:

@@ -596,9 +596,10 @@ class Worker:
         if actor_id and code == 0:
             how = ("exit_actor()" if getattr(exc, "exit_actor", False)
                    else f"sys.exit({exc.code!r})")
-            err = ActorDiedError(
-                f"The actor {actor_id:x} exited: {spec[P.S_NAME]!r} called {how}. An actor "
-                "that exits is not restarted.", f"{actor_id:x}")
+            why = (f"it exited on purpose: {spec[P.S_NAME]!r} called {how} (exit type "
+                   "INTENDED_USER_EXIT; an actor that exits is not restarted)")
+            err = ActorDiedError(f"The actor {actor_id:x} cannot run the call: {why}.",
+                                 f"{actor_id:x}")
             blob = serialization.system_error_blob(err)
             try:
                 if link is not None:
@@ -606,7 +607,7 @@ class Worker:
                 else:
                     self.client.send([(P.RESULT, spec[P.S_TASK_ID], False, [], blob, t0,
                                        time.time())])
-                self.client.send([(P.KILL_ACTOR, actor_id, True)])
+                self.client.send([(P.KILL_ACTOR, actor_id, True, why)])
             except Exception:
                 pass
         os._exit(code)

@@ -46,6 +46,7 @@ class ActorTable:
         self.place = place
         self.by_id: dict[int, Actor] = {}
         self.dead_reasons: dict[int, str] = {}
+        self.kill_reasons: dict[int, str] = {}  # killed, not yet gone: why, if not kill()
 
     def live(self) -> int:
         return sum(1 for a in self.by_id.values() if a.state != "dead" and not a.remote)
@@ -234,7 +235,7 @@ class ActorTable:
         actor.held = ()
         actor.gpus = []
         if actor.killed:
-            self.gone(actor, "it was killed with kill()")
+            self.gone(actor, self._killed_reason(actor))
             return
         if actor.restarts_left == 0 or actor.init_error is not None:
             self.gone(actor, f"its process (pid={worker.pid}) {how}")
@@ -294,26 +295,35 @@ class ActorTable:
             return
         self.gone(actor, "all handles to it went out of scope", graceful=True)
 
-    def kill(self, actor_id: int, no_restart: bool) -> None:
+    def kill(self, actor_id: int, no_restart: bool, why: str | None = None) -> None:
+        """Stop ``actor_id`` (for good with ``no_restart``); ``why`` is what later calls are
+        told (the actor's own ``exit_actor()``), else that it was killed."""
         actor = self.by_id.get(actor_id)
         owner = actor_id >> P.OWNER_SHIFT
+        msg = (P.KILL_ACTOR, actor_id, no_restart) if why is None else (
+            P.KILL_ACTOR, actor_id, no_restart, why)
         if (actor is None or actor.remote) and owner not in (0, self.node_index):
-            self.io.to_node(owner, (P.KILL_ACTOR, actor_id, no_restart))
+            self.io.to_node(owner, msg)
             return
         if actor is None or actor.state == "dead":
             return
         if no_restart:
             actor.killed = True
             actor.restarts_left = 0
+            if why is not None:
+                self.kill_reasons[actor_id] = why
         if actor.remote:  # runs on another node: that node stops (and maybe restarts) it
-            self.io.to_node(actor.remote, (P.KILL_ACTOR, actor_id, no_restart))
+            self.io.to_node(actor.remote, msg)
             if no_restart:
-                self.gone(actor, "it was killed with kill()")
+                self.gone(actor, self._killed_reason(actor))
             return
         if actor.worker is not None:
             self.io.kill_worker(actor.worker)
         else:
-            self.gone(actor, "it was killed with kill()")
+            self.gone(actor, self._killed_reason(actor))
+
+    def _killed_reason(self, actor: Actor) -> str:
+        return self.kill_reasons.pop(actor.id, None) or "it was killed with kill()"
 
     def creator_left(self, client_no: int) -> None:
         """The worker that created actors is gone: its non-detached actors die with it."""

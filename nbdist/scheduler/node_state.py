@@ -511,8 +511,8 @@ class NodeState:
         self.placement.need_dispatch = True
 
     # ---------------------------------------------------------------- actors
-    def kill_actor(self, actor_id: int, no_restart: bool) -> None:
-        self.actors.kill(actor_id, no_restart)
+    def kill_actor(self, actor_id: int, no_restart: bool, why: str | None = None) -> None:
+        self.actors.kill(actor_id, no_restart, why)
 
     def hosted_actor_event(self, index: int, actor_id: int, what: str, reason: str) -> None:
         self.actors.hosted_event(index, actor_id, what, reason)

@@ -39,7 +39,7 @@ GET_REQ = 14  # (GET_REQ, oids[, coming])  push me these objects when they are r
 BLOCKED = 15  # (BLOCKED, task_id)   the worker waits in get: give its CPU back
 UNBLOCKED = 16  # (UNBLOCKED, task_id)
 CANCEL = 17  # (CANCEL, task_id, force[, recursive: the tasks it submitted too; default])
-KILL_ACTOR = 18  # (KILL_ACTOR, actor_id, no_restart)
+KILL_ACTOR = 18  # (KILL_ACTOR, actor_id, no_restart[, why: the reason later calls are told])
 CONTROL = 19  # (CONTROL, req_id, op, args)   cluster queries; relayed to the head as needed
 # ("reserve" (oid, size, arena_ok) answers the arena offset granted, or -1: write a file.)
 UNPIN = 20  # (UNPIN, offsets)  one lease on each of these arena ranges given back

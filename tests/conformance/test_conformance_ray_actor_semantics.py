@@ -211,12 +211,14 @@ class AsyncQuitter:
 def test_exit_actor_ends_the_actor_for_good(backend, cls) -> None:
     actor = cls.options(max_restarts=2, max_task_retries=2).remote()
     assert nbdist.get(actor.ping.remote(), timeout=GET_S) == "pong"
-    with pytest.raises(ActorDiedError):
+    with pytest.raises(ActorDiedError, match="INTENDED_USER_EXIT"):
         nbdist.get(actor.quit.remote(), timeout=GET_S)
-    # Not restarted, although restarts were left: every later call fails.
+    # Not restarted, although restarts were left: every later call fails, and says why.
     for _ in range(2):
-        with pytest.raises(RayActorError):
+        with pytest.raises(RayActorError) as later:
             nbdist.get(actor.ping.remote(), timeout=GET_S)
+        if backend == "nbdist":
+            assert "INTENDED_USER_EXIT" in str(later.value)
 
 
 def test_exit_actor_outside_an_actor_is_a_type_error(backend) -> None:
