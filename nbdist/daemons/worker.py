@@ -369,9 +369,7 @@ class Worker:
 
     def prepare(self, msg: tuple) -> tuple[Any, list[Any], dict[str, Any]]:
         spec, dep_locs, gpu_ids = msg[1], msg[2], msg[3]
-        extra = spec[P.S_EXTRA]
-        if extra and extra.get("runtime_env"):  # before anything of the task is unpickled
-            runtime_env.apply(self.client, extra["runtime_env"])
+        runtime_env.enter_task(self.client, spec)  # before anything of the task is unpickled
         if (gpu_ids or self.client.gpu_ids) and spec[P.S_METHOD] in (None, P.ACTOR_INIT):
             self.use_gpus(gpu_ids)
         args, kwargs = self.decode_args(spec, dep_locs)

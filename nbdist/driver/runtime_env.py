@@ -4,12 +4,13 @@ Ray's ``runtime_env`` fields that make sense for processes forked from the node 
 driver's Python environment:
 
     env_vars                   set in the worker's environment
-    working_dir                a local folder (or .zip): zipped by the submitting process,
-                               stored once in the object store, unpacked once per node under
+    working_dir                a local folder or .zip (a path, or a file:// URI of this
+                               host): zipped by the submitting process, stored once in
+                               the object store, unpacked once per node under
                                ``<session dir>/runtime_resources/<digest>``; the worker's cwd
                                and the first entry of its sys.path
-    py_modules                 local folders, .py files or imported modules: the same way,
-                               each unpacked folder put on sys.path
+    py_modules                 local folders, .py files (paths or file:// URIs) or imported
+                               modules: the same way, each unpacked folder put on sys.path
     excludes                   glob patterns (of paths relative to the folder, or of names)
                                left out of working_dir and py_modules
     worker_process_setup_hook  a callable (or "module.function") run once in each worker
@@ -45,10 +46,13 @@ import os
 import shutil
 import sys
 import types
+import urllib.parse
 import zipfile
 from typing import Any
 
 import cloudpickle
+
+from nbdist.wire import protocol as P
 
 SUPPORTED = ("env_vars", "working_dir", "py_modules", "excludes", "worker_process_setup_hook")
 UNSUPPORTED = ("pip", "conda", "uv", "container", "image_uri", "java_jars", "nsight",
@@ -62,6 +66,7 @@ _wired: dict[tuple[int, str], dict[str, Any]] = {}
 _job_env: dict[str, Any] | None = None  # init(runtime_env=...) of this driver
 _inherited: dict[str, Any] | None = None  # the wire form this worker applied
 _applied_key: str | None = None
+_omp_set: str | None = None  # the OMP_NUM_THREADS this worker set for its task
 
 
 def check(env: Any, where: str) -> None:
@@ -173,10 +178,7 @@ def _zip_tree(path: str, excludes: list[str], prefix: str) -> bytes:
     an equal digest."""
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"runtime_env working_dir must be a local folder path, not {path!r}.")
-    path = os.fspath(path)
-    if "://" in path:
-        raise ValueError(f"runtime_env working_dir {path!r}: remote URIs are not supported by "
-                         "nbdist's engine; give a local folder (it is shipped to every node).")
+    path = _local_path(os.fspath(path), "working_dir")
     if os.path.isfile(path) and path.endswith(".zip"):
         with open(path, "rb") as f:
             return f.read()
@@ -206,13 +208,26 @@ def _zip_tree(path: str, excludes: list[str], prefix: str) -> bytes:
     return buf.getvalue()
 
 
+def _local_path(path: str, field: str) -> str:
+    """A local path, or the path of a ``file://`` URI on this host (``file:///x``,
+    ``file://localhost/x``), as Ray reads one; other URIs are refused."""
+    if "://" not in path:
+        return path
+    url = urllib.parse.urlparse(path)
+    if url.scheme != "file" or url.netloc not in ("", "localhost"):
+        raise ValueError(f"runtime_env {field} {path!r}: remote URIs are not supported by "
+                         "nbdist's engine; give a local path or a file:// URI (it is shipped to "
+                         "every node).")
+    return "/" + urllib.parse.unquote(url.path).lstrip("/")
+
+
 def _zip_module(module: Any, excludes: list[str]) -> bytes:
     if isinstance(module, types.ModuleType):
         file = getattr(module, "__file__", None)
         if file is None:
             raise ValueError(f"py_modules: module {module.__name__!r} has no file to ship.")
         module = os.path.dirname(file) if os.path.basename(file) == "__init__.py" else file
-    path = os.path.abspath(os.fspath(module))
+    path = os.path.abspath(_local_path(os.fspath(module), "py_modules"))
     if os.path.isfile(path) and path.endswith(".py"):
         buf = io.BytesIO()
         with zipfile.ZipFile(buf, "w") as zf, open(path, "rb") as f:
@@ -235,12 +250,14 @@ def env_key(extra: dict[str, Any] | None) -> str:
 
 def apply(client: Any, env: dict[str, Any]) -> None:
     """Give this worker process ``env`` (once; the node sends it no other)."""
-    global _applied_key, _inherited
+    global _applied_key, _inherited, _omp_set
     if _applied_key == env["key"]:
         return
     if _applied_key is not None:
         raise RuntimeError("this worker already runs with another runtime_env")
     os.environ.update(env["env_vars"])
+    if "OMP_NUM_THREADS" in env["env_vars"]:
+        _omp_set = None  # the runtime_env's from now on
     base = _resources_dir(client)
     for oid, digest in env["py_modules"]:
         sys.path.insert(0, _unpack(client, oid, digest, base))
@@ -256,6 +273,32 @@ def apply(client: Any, env: dict[str, Any]) -> None:
     elif hook is not None:
         cloudpickle.loads(hook)()
     _applied_key, _inherited = env["key"], env
+
+
+def enter_task(client: Any, spec: tuple) -> None:
+    """Before a task runs in this worker: its runtime_env (`apply`), then Ray's
+    OMP_NUM_THREADS for a task or an actor's constructor: its CPUs (rounded down, at least 1;
+    1 when it holds none), unless the process's environment or the runtime_env set it. The
+    value set for one task is replaced for the next, whatever its CPUs."""
+    global _omp_set
+    extra = spec[P.S_EXTRA]
+    env = extra.get("runtime_env") if extra else None
+    if env:
+        apply(client, env)
+    method = spec[P.S_METHOD]
+    if method is not None and method != P.ACTOR_INIT:
+        return
+    current = os.environ.get("OMP_NUM_THREADS")
+    if current is not None and current != _omp_set:
+        return  # the user's (the process's environment, env_vars, or the task itself)
+    cpus = 1.0
+    for name, amount in spec[P.S_RESOURCES] or ():  # None: a task's default
+        if name == "CPU" or name.startswith("CPU_group_"):  # a bundle's forms: the same amount
+            cpus = amount
+    value = str(max(int(cpus), 1))
+    if value != current:
+        os.environ["OMP_NUM_THREADS"] = value
+    _omp_set = value
 
 
 def _resources_dir(client: Any) -> str:

@@ -5,8 +5,10 @@ Owns ``by_id`` (actor id -> `Actor`) and why dead actors died (``dead_reasons``,
 of a later call). An actor runs in a worker process of its own here, or on another node
 (``Actor.remote``: its constructor and calls are forwarded there, in order, and that node
 restarts the process while restarts remain and reports each restart and the end). Calls are
-dispatched strictly in submission order as their arguments become ready (``queue``); the ones
-sent and not ended are ``inflight``. A handle is a reference (``Actor.count``, kept by the
+dispatched in submission order as their arguments become ready (``queue``), per caller (a
+process here, or a task on another node): a call of one caller does not wait for another
+caller's call that waits for its arguments; a concurrent actor's calls wait for none. The
+ones sent and not ended are ``inflight``. A handle is a reference (``Actor.count``, kept by the
 object table through `handle_ref`): when none is left, a non-detached actor exits after its
 queued calls.
 
@@ -29,7 +31,15 @@ from nbdist import events as ev
 from nbdist.exceptions import ActorDiedError
 from nbdist.scheduler.notices import Notices
 from nbdist.scheduler.placement import Placement
-from nbdist.scheduler.records import NULL_CLIENT, Actor, Client, NodeIO, Task, Worker
+from nbdist.scheduler.records import (
+    MANY_CALLERS,
+    NULL_CLIENT,
+    Actor,
+    Client,
+    NodeIO,
+    Task,
+    Worker,
+)
 from nbdist.scheduler.tasks import TaskTable
 from nbdist.wire import protocol as P
 from nbdist.wire.serialization import error_text, system_error_blob
@@ -76,6 +86,10 @@ class ActorTable:
             return False
         if task.spec[P.S_EXTRA] and not self._lost_call_may_run(target, task):
             return False
+        if not target.unordered and target.caller is not MANY_CALLERS:
+            caller = _caller(task)
+            if caller != target.caller:
+                target.caller = caller if target.caller is None else MANY_CALLERS
         target.queue.append(task)
         return True
 
@@ -190,7 +204,9 @@ class ActorTable:
     def _ready_calls(actor: Actor) -> list[Task]:
         """Take the calls of ``actor``'s queue that may run now: those at its head whose
         arguments are ready; for a concurrent (async or threaded) actor every ready call, so
-        a call waiting for its arguments holds up no later one, as Ray runs such actors."""
+        a call waiting for its arguments holds up no later one, as Ray runs such actors; for
+        a plain one called by several callers, every ready call with no earlier call of its
+        caller still waiting (Ray orders a plain actor's calls per caller only)."""
         queue = actor.queue
         ready: list[Task] = []
         while queue and queue[0].ready:
@@ -201,6 +217,19 @@ class ActorTable:
             waiting = [t for t in queue if not t.finished]
             ready += [t for t in waiting if t.ready]
             actor.queue = collections.deque(t for t in waiting if not t.ready)
+        elif actor.caller is MANY_CALLERS and len(queue) > 1:
+            held: set[object] = set()  # callers with a call still waiting for its arguments
+            keep: list[Task] = []
+            for task in queue:
+                if task.finished:
+                    continue
+                caller = _caller(task)
+                if task.ready and caller not in held:
+                    ready.append(task)
+                else:
+                    held.add(caller)
+                    keep.append(task)
+            actor.queue = collections.deque(keep)
         return ready
 
     def _pump_remote(self, actor: Actor) -> None:
@@ -414,3 +443,10 @@ class ActorTable:
         init = self.init_task(actor)
         init.remote = 0
         self.place(init)
+
+
+def _caller(task: Task) -> object:
+    """Who made the call ``task``, for a plain actor's order: the submitting process here (a
+    driver or worker), or for a call forwarded by another node the task that made it."""
+    owner = task.owner
+    return task.spec[P.S_PARENT] if owner.kind == P.KIND_NODE else owner

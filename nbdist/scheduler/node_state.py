@@ -260,6 +260,7 @@ class NodeState:
         fits = placement.fits
         take_idle = self.workers.take_idle
         for shape, queue in placement.ready.items():
+            gpu = bool(queue) and any(n == "GPU" or n.startswith("GPU_group_") for n, _ in shape)
             while queue:
                 task = queue[0]
                 if task.finished:
@@ -267,7 +268,7 @@ class NodeState:
                     continue
                 extra = task.spec[P.S_EXTRA]
                 env = extra["runtime_env"]["key"] if extra and extra.get("runtime_env") else ""
-                worker = take_idle(env) if fits(shape) else None
+                worker = take_idle(env, gpu) if fits(shape) else None
                 if worker is None:
                     if placement.remote:
                         placement.spillback(queue, shape)

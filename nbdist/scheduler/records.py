@@ -132,10 +132,14 @@ class Obj:
         self.offset = -1  # where its shm_size bytes are in the arena; -1: a file (or none)
 
 
+MANY_CALLERS = object()  # `Actor.caller` once two callers have called it
+
+
 class Actor:
     __slots__ = ("id", "spec", "state", "worker", "queue", "inflight", "restarts_left",
                  "count", "detached", "killed", "init_error", "name", "namespace", "held",
-                 "gpus", "job", "restarts", "remote", "host_for", "creator", "unordered")
+                 "gpus", "job", "restarts", "remote", "host_for", "creator", "unordered",
+                 "caller")
 
     def __init__(self, spec: tuple, job: int) -> None:
         extra = spec[P.S_EXTRA] or {}
@@ -152,6 +156,9 @@ class Actor:
         # A concurrent actor (async or threaded) runs calls whose arguments are ready before
         # earlier ones still waiting for theirs; a plain one keeps submission order.
         self.unordered: bool = bool(extra.get("unordered"))
+        # The one process (or remote task) that has called it, or MANY_CALLERS once another
+        # did: a plain actor keeps the order of each caller's calls, not across callers.
+        self.caller: object = None
         self.killed = False
         self.init_error: bytes | None = None
         self.name: str | None = extra.get("name")

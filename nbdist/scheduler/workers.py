@@ -15,6 +15,11 @@ tasks with the same key; a worker with none takes any task, and is bound by the 
 a key. When every idle worker is bound to another key and no more may start, one of them is
 stopped for a new one. Until the first task with a key, the pool is the plain stack below.
 
+GPUs: as Ray keeps them apart, a worker that ran a task needing GPUs takes only such tasks,
+and one that ran a task without takes only those (``gpu``, pid -> kind, kept from the first
+task with a key or GPUs on; a worker that ran tasks before that is a CPU one). A node
+without GPUs never gets there, so its pool stays the plain stack.
+
 State changes (`states`): idle -> busy -> idle per task, idle -> actor for a process started
 for an actor, any -> dead once (a second loss report of the same worker is ignored).
 """
@@ -36,7 +41,8 @@ class WorkerPool:
         self.max_workers = num_cpus + max_extra_workers
         self.workers: dict[int, Worker] = {}
         self.idle: list[Worker] = []
-        self.envs = False  # a task with a runtime_env was seen: match workers by key
+        self.envs = False  # a task with a runtime_env or GPUs was seen: match workers by key
+        self.gpu: dict[int, bool] = {}  # pid -> whether its first task here needed GPUs
 
     def __len__(self) -> int:
         return len(self.workers)
@@ -45,11 +51,11 @@ class WorkerPool:
         self.workers[worker.pid] = worker
         self.idle.append(worker)
 
-    def take_idle(self, env: str = "") -> Worker | None:
-        """An idle task worker for a task with runtime_env key ``env``, started now if the
-        limits allow; None if none may be."""
-        if env or self.envs:
-            return self._take_for(env)
+    def take_idle(self, env: str = "", gpu: bool = False) -> Worker | None:
+        """An idle task worker for a task with runtime_env key ``env`` (``gpu``: one that
+        needs GPUs), started now if the limits allow; None if none may be."""
+        if env or gpu or self.envs:
+            return self._take_for(env, gpu)
         while self.idle:
             w = self.idle.pop()
             if w.state == "idle":
@@ -64,24 +70,28 @@ class WorkerPool:
             return None
         return self.io.spawn_worker()
 
-    def _take_for(self, env: str) -> Worker | None:
+    def _take_for(self, env: str, gpu: bool) -> Worker | None:
         self.envs = True
+        kinds = self.gpu
         self.idle = idle = [w for w in self.idle if w.state == "idle"]
-        pick = next((i for i in range(len(idle) - 1, -1, -1) if idle[i].env == env), None)
+        # A worker's GPU kind: bound by the first task it took here, or (before any task
+        # with a runtime_env or GPUs) a plain CPU worker if it ran anything at all.
+        fit = [i for i in range(len(idle) - 1, -1, -1)
+               if kinds.get(idle[i].pid, False if idle[i].fns else None) in (None, gpu)]
+        pick = next((i for i in fit if idle[i].env == env), None)
         if pick is None and env:
-            pick = next((i for i in range(len(idle) - 1, -1, -1) if not idle[i].env), None)
+            pick = next((i for i in fit if not idle[i].env), None)
         if pick is not None:
             worker: Worker | None = idle.pop(pick)
         else:
             worker = self._spawn() if self._may_spawn() else None
             if worker is None and idle and len(self.workers) >= self.max_workers:
                 other = idle.pop(0)  # the longest idle, bound to another runtime_env
-                other.to("dead")
-                self.workers.pop(other.pid, None)
-                self.io.kill_worker(other, graceful=True)
+                self._stop(other)
                 worker = self._spawn()
         if worker is not None:
             worker.env = env
+            kinds[worker.pid] = gpu
         return worker
 
     def _may_spawn(self) -> bool:
@@ -115,6 +125,7 @@ class WorkerPool:
             return False
         worker.to("dead")
         self.workers.pop(worker.pid, None)
+        self.gpu.pop(worker.pid, None)
         return True
 
     def reap_idle(self) -> None:
@@ -127,10 +138,14 @@ class WorkerPool:
             if extra <= 0:
                 break
             if w.state == "idle" and now - w.idle_since > IDLE_EXTRA_S:
-                w.to("dead")
-                self.workers.pop(w.pid, None)
-                self.io.kill_worker(w, graceful=True)
+                self._stop(w)
                 extra -= 1
+
+    def _stop(self, worker: Worker) -> None:
+        worker.to("dead")
+        self.workers.pop(worker.pid, None)
+        self.gpu.pop(worker.pid, None)
+        self.io.kill_worker(worker, graceful=True)
 
 
 def exit_text(code: int | None) -> str:
