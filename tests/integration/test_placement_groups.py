@@ -174,10 +174,18 @@ def test_gpu_ids_and_cuda_visible_devices_follow_the_gpus_given(cli: Cli) -> Non
             def gpus(self):
                 return nbdist.get_gpu_ids(), os.environ.get("CUDA_VISIBLE_DEVICES")
 
+        @nbdist.remote(num_gpus=1)
+        def one():
+            return nbdist.get_gpu_ids(), os.environ.get("CUDA_VISIBLE_DEVICES"), os.getpid()
+
         ids, env, pid = nbdist.get(two.remote())
         assert ids == [0, 1] and env == "0,1", (ids, env)
+        # The idle GPU worker runs the next GPU task, with the devices of that task alone.
+        ids, env, pid1 = nbdist.get(one.remote())
+        assert pid1 == pid and len(ids) == 1 and env == str(ids[0]), (ids, env)
+        # A task without GPUs never runs in a GPU task's worker (as Ray's), and sees none.
         ids, env, pid2 = nbdist.get(none.remote())
-        assert pid2 == pid and ids == [] and env is None, (ids, env)  # the same worker
+        assert pid2 != pid and ids == [] and env is None, (ids, env)
         assert nbdist.get_gpu_ids() == []
 
         pg = placement_group([{"GPU": 1}, {"GPU": 1}], strategy="PACK")
