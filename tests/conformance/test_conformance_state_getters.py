@@ -28,6 +28,7 @@ def test_get_node_and_get_worker(backend: str) -> None:
     node = state.list_nodes()[0]
     assert state.get_node(node.node_id) == node and state.get_node(node["node_id"]).is_head_node
     assert state.get_node("no-such-node") is None
+    ray.get(make_bytes.remote(1))  # a worker is seen once it ran something
     worker = poll(lambda: state.list_workers(filters=[("is_alive", "=", True)]), timeout=60,
                   what="a live worker")[0]
     assert state.get_worker(worker.worker_id).pid == worker.pid

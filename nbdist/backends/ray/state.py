@@ -88,20 +88,32 @@ class StatePoller:
 
     def _run(self) -> None:
         gap = POLL_INTERVAL_S
+        try:
+            self._reader()
+        except Exception:
+            log.warning("nbdist: Ray's task events cannot be read here; the panel shows "
+                        "submitted tasks as pending", exc_info=True)
+            return
+        warned = False
         while not self._stop.wait(gap):
             if not self.unfinished:
                 continue
             began = time.monotonic()
             try:
                 self.poll()
-                took = time.monotonic() - began
-                gap = min(MAX_POLL_GAP_S, max(POLL_INTERVAL_S, took / MAX_POLL_SHARE))
             except Exception:
+                # A read can fail for a while (the GCS busy on a loaded machine): the next poll
+                # reads the whole table again, so nothing is lost by trying later.
                 if self._stop.is_set():
                     return
-                log.warning("nbdist: reading Ray's task events failed; the panel shows no "
-                            "task states from now on", exc_info=True)
-                return
+                if not warned:
+                    warned = True
+                    log.warning("nbdist: reading Ray's task events failed; trying again "
+                                "every %s s", MAX_POLL_GAP_S, exc_info=True)
+                gap = MAX_POLL_GAP_S
+                continue
+            took = time.monotonic() - began
+            gap = min(MAX_POLL_GAP_S, max(POLL_INTERVAL_S, took / MAX_POLL_SHARE))
 
     def _reader(self) -> Callable[[], list[bytes]]:
         if self._read is None:
