@@ -81,6 +81,9 @@ def _start(argv: list[str]) -> int:
                              "use this machine's address or 0.0.0.0 to let others connect)")
     parser.add_argument("--port", type=int, default=standalone.DEFAULT_PORT,
                         help=f"head port (default: {standalone.DEFAULT_PORT}; 0 picks a free one)")
+    parser.add_argument("--client-port", type=int, default=None,
+                        help="with --head: port for thin drivers, nbdist.init(\"nbdist://HOST:"
+                             "PORT\") (default: the head port + 1; -1: none)")
     parser.add_argument("--token", help="the cluster token, when joining from another machine "
                                         "(or set NBDIST_TOKEN)")
     parser.add_argument("--num-cpus", type=float, help="logical CPUs (default: all cores)")
@@ -94,7 +97,8 @@ def _start(argv: list[str]) -> int:
     common = {"num_cpus": args.num_cpus, "num_gpus": args.num_gpus, "resources": resources,
               "object_store_memory": args.object_store_memory, "tls": _tls_arg(args)}
     if args.head:
-        session = standalone.start_head(args.host, args.port, **common)
+        session = standalone.start_head(args.host, args.port, client_port=args.client_port,
+                                        **common)
         address = standalone.display_address(session.head)
         print(f"nbdist head started at {address} (head pid {session.pids[0]}, node pid "
               f"{session.node_pid}); files and logs in {session.path}")
@@ -111,6 +115,10 @@ def _start(argv: list[str]) -> int:
         print(f"\nTo attach a driver on a machine with a node:\n"
               f"    nbdist.init(address=\"{address}\")      # or: %nbdist start --address "
               f"{address}")
+        if session.client:
+            thin = standalone.display_address(session.client)
+            print(f"\nTo attach a driver from any machine (a thin driver; set NBDIST_TOKEN, "
+                  f"and NBDIST_TLS_* with TLS):\n    nbdist.init(\"nbdist://{thin}\")")
         print("\nTo stop what was started on this machine:  nbdist stop")
         return 0
     session = standalone.start_node(args.address, token=args.token, host=args.host, **common)

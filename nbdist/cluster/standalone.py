@@ -35,6 +35,7 @@ from nbdist.wire import protocol as P
 from nbdist.wire import transport
 
 DEFAULT_PORT = 6390
+DEFAULT_CLIENT_PORT = DEFAULT_PORT + 1  # thin drivers' (nbdist://HOST:PORT, ray://HOST:PORT)
 START_TIMEOUT_S = 30.0
 STOP_GRACE_S = 5.0
 
@@ -74,6 +75,7 @@ class Session:
     node_pid: int = 0
     shm_dir: str = "/dev/shm"
     tls: dict[str, str] = field(default_factory=dict)
+    client: str = ""  # a head's client server (thin drivers): its transport address
 
     @property
     def token(self) -> str:
@@ -81,7 +83,8 @@ class Session:
 
     def save(self) -> None:
         data = {"role": self.role, "head": self.head, "pids": self.pids,
-                "node_pid": self.node_pid, "shm_dir": self.shm_dir, "tls": self.tls}
+                "node_pid": self.node_pid, "shm_dir": self.shm_dir, "tls": self.tls,
+                "client": self.client}
         tmp = self.path / "session.json.tmp"
         tmp.write_text(json.dumps(data, indent=1))
         os.replace(tmp, self.path / "session.json")
@@ -94,7 +97,7 @@ class Session:
             return None
         return cls(path, data["role"], data["head"], list(data["pids"]),
                    int(data.get("node_pid", 0)), data.get("shm_dir", "/dev/shm"),
-                   dict(data.get("tls") or {}))
+                   dict(data.get("tls") or {}), data.get("client", ""))
 
     def alive(self) -> bool:
         return any(_is_ours(pid) for pid in self.pids)
@@ -349,9 +352,11 @@ def start_head(host: str = "127.0.0.1", port: int = DEFAULT_PORT, *,
                num_cpus: float | None = None, num_gpus: float | None = None,
                resources: dict[str, float] | None = None,
                object_store_memory: int | None = None,
-               tls: dict[str, str] | None = None, parent_fd: int = -1) -> Session:
+               tls: dict[str, str] | None = None, parent_fd: int = -1,
+               client_port: int | None = None) -> Session:
     """Start a head and a node daemon on this machine, detached from the caller (but ending
-    with it when ``parent_fd`` is given: see `_spawn`)."""
+    with it when ``parent_fd`` is given: see `_spawn`); ``client_port``: where thin drivers
+    attach (default: ``port`` + 1, or a free port when ``port`` is 0; -1: no client server)."""
     _check_resources(resources, num_cpus, num_gpus, object_store_memory)
     tls = use_tls(None, tls)
     cfg = config_mod.load({"object_store_memory": object_store_memory, **_tls_config(tls)})
@@ -380,13 +385,40 @@ def start_head(host: str = "127.0.0.1", port: int = DEFAULT_PORT, *,
         session.save()
         _wait_ready(node, ready, session_dir / "node.log", "node daemon")
         _wait_registered(session.head, secret, node.pid, node, session_dir / "node.log")
+        if client_port is None:
+            client_port = 0 if port == 0 else port + 1
+        if client_port >= 0:
+            _start_client_server(session, host, client_port, secret, cfg, parent_fd)
     except BaseException:
+
         stop_session(session)
         raise
     return session
 
 
+def _start_client_server(session: Session, host: str, port: int, secret: bytes,
+                         cfg: config_mod.Config, parent_fd: int) -> None:
+    """Thin drivers' way in (`nbdist.daemons.client_server`), beside the head's node."""
+    ready = session.path / "client.ready"
+    proc = _spawn(session.path, "nbdist.daemons.client_server",
+                  ["--listen", f"tcp:{host}:{port}", "--node", f"unix:{session.path}/node.sock",
+                   "--ready-file", str(ready)], secret, cfg, "client.log", parent_fd)
+    session.pids.append(proc.pid)
+    session.save()
+    session.client = _wait_ready(proc, ready, session.path / "client.log", "client server")
+    session.save()
+
+
+def client_session(address: str) -> Session | None:
+    """The running ``start --head`` on this machine whose client server is at ``address``."""
+    for session in sessions():
+        if session.client and _same_address(session.client, address) and session.alive():
+            return session
+    return None
+
+
 def _is_loopback(host: str) -> bool:
+
     try:
         return ipaddress.ip_address(socket.gethostbyname(host)).is_loopback
     except (OSError, ValueError):

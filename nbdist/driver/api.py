@@ -23,7 +23,7 @@ from nbdist import events
 from nbdist.backends.base import current, set_backend
 from nbdist.backends.local import LocalBackend
 from nbdist.cluster.local import LocalCluster
-from nbdist.driver import runtime, runtime_env
+from nbdist.driver import runtime, runtime_env, thin
 from nbdist.driver.actor import ActorClass, ActorHandle
 from nbdist.driver.context import ContextNames
 from nbdist.driver.generators import ObjectRefGenerator, wait_items
@@ -169,6 +169,8 @@ def _attach(address: str) -> runtime.CoreClient:
     from nbdist.cluster.local import hello
     from nbdist.wire import transport
 
+    if thin.is_thin_address(address):
+        return _attach_thin(address)
     head = standalone.auto_address() if address == "auto" else standalone.head_address(address)
     standalone.use_tls(head)
     secret = standalone.find_token(head)
@@ -182,6 +184,26 @@ def _attach(address: str) -> runtime.CoreClient:
     client = hello(sock, P.KIND_DRIVER, secret)
     client.info["head"] = standalone.display_address(head)
     return client
+
+
+def _attach_thin(address: str) -> runtime.CoreClient:
+    """A thin driver (`nbdist.driver.thin`): the token from $NBDIST_TOKEN, TLS from
+    $NBDIST_TLS_*, else both from the ``start --head`` on this machine with that client server."""
+    from nbdist.cluster import standalone
+
+    session = standalone.client_session(thin.transport_address(address))
+    if not standalone.use_tls(None) and session is not None:
+        standalone.use_tls(None, session.tls)
+    text = os.environ.get("NBDIST_TOKEN") or (session.token if session is not None else "")
+    if not text:
+        raise ClusterError(f"No token for the cluster at {address}: set NBDIST_TOKEN to the token "
+                           "printed by `nbdist start --head`.")
+    try:
+        secret = bytes.fromhex(text.strip())
+    except ValueError:
+        raise ClusterError("NBDIST_TOKEN must be the hex token printed by `nbdist start "
+                           "--head`.") from None
+    return thin.connect(address, secret)
 
 
 def _auto_init() -> runtime.CoreClient:

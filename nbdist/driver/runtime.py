@@ -133,14 +133,17 @@ class CoreClient:
         self.task_tags: dict[int, str] = {}
         self.publish = ev.publish if mode == P.KIND_DRIVER else _no_publish
         self.direct: DirectCalls | None = None
-        self.conn = transport.Connection(sock, self._on_messages, self._on_close,
-                                         name=f"nbdist-{mode}-reader")
+        self.conn = self._connection(sock)
         self._flusher = threading.Thread(target=self._flush_loop, name="nbdist-flush",
                                          daemon=True)
         self._flush_soon = threading.Event()  # set: a worker waits for what is queued
         self._last_submit = 0.0  # monotonic time of the last submission
         self._batching = False  # SUBMITs wait in ``_ref_ops`` and the flusher was woken
         self.batched_submissions = 0  # submissions sent in a batch rather than alone
+
+    def _connection(self, sock: Any) -> transport.Connection:
+        return transport.Connection(sock, self._on_messages, self._on_close,
+                                    name=f"nbdist-{self.mode}-reader")
 
     def start(self, reader_thread: bool = True) -> None:
         """Start receiving. Without a reader thread (workers), threads that need messages

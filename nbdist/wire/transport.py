@@ -162,6 +162,18 @@ def tls_enabled() -> bool:
     return _tls_client is not None
 
 
+def accept_tls(sock: socket.socket, timeout: float = 5.0) -> socket.socket:
+    """The accepting side of TLS on a blocking TCP socket, when TLS is on (else ``sock``)."""
+    if _tls_server is None:
+        return sock
+    sock.settimeout(timeout)
+    try:
+        return _tls_server.wrap_socket(sock, server_side=True)
+    except ssl.SSLError as exc:
+        sock.close()
+        raise TransportError(f"TLS handshake failed: {exc}") from None
+
+
 def connect(address: str, secret: bytes, timeout: float = 5.0) -> socket.socket:
     family, addr = parse_address(address)
     sock = socket.socket(family, socket.SOCK_STREAM)
