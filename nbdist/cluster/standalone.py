@@ -120,7 +120,7 @@ def _is_ours(pid: int) -> bool:
             cmd = f.read()
     except OSError:
         return False
-    return b"nbdist.daemons.head" in cmd or b"nbdist.daemons.node" in cmd
+    return any(b"nbdist.daemons." + name in cmd for name in (b"head", b"node", b"client_server"))
 
 
 def find_token(address: str, token: str | None = None) -> bytes:
