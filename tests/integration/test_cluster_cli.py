@@ -70,7 +70,8 @@ def test_head_node_join_status_attach_and_stop(cli: Cli) -> None:
     assert again.stdout.strip() == "42"
 
     pids = cli.pids()
-    assert len(pids) == 3 and all(alive(p) for p in pids)
+    # head, its node and its client server (thin drivers), and the second node
+    assert len(pids) == 4 and all(alive(p) for p in pids)
     stopped = cli.run("stop").stdout
     assert "stopped the head" in stopped and "stopped the node" in stopped
     for pid in pids:
