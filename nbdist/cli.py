@@ -13,10 +13,21 @@ def main(argv: list[str] | None = None) -> int:
               "  start            start a cluster head (--head) or join one (--address)\n"
               "  stop             stop what `nbdist start` started on this machine\n"
               "  status           the cluster's nodes, workers, resources and object store\n"
+              "  up FILE          start a cluster on other machines over SSH (a cluster file)\n"
+              "  down FILE        stop what `nbdist up FILE` started, on every host\n"
               "  install-kernel   install the Jupyter kernel \"Python 3 (nbdist)\"\n"
               "  microbenchmark   measure nbdist (and, with --compare ray, Ray) side by side")
         return 0
+    if argv[0] in ("-V", "--version"):
+        import platform
+
+        from nbdist import __version__
+
+        print(f"nbdist {__version__} (Python {platform.python_version()})")
+        return 0
     command, rest = argv[0], argv[1:]
+    if command in ("up", "down", "_ssh-host"):
+        return _remote_command(command, rest)
     if command in ("start", "stop", "status"):
         from nbdist.exceptions import ClusterError
 
@@ -195,6 +206,47 @@ def _status(argv: list[str]) -> int:
               f"store {used:.1f}/{cap:.0f} MiB")
         if args.verbose:
             print(f"    tasks {n['tasks']}  actors {n['actors']}  objects {n['objects']}")
+    return 0
+
+
+def _remote_command(command: str, argv: list[str]) -> int:
+    import argparse
+
+    from nbdist.exceptions import ClusterError
+
+    if command == "_ssh-host":
+        from nbdist.cluster import ssh_host
+
+        return ssh_host.main(argv)
+    from nbdist.cluster import cluster_file, remote
+
+    what = {"up": "Start a head and nodes on the machines of a cluster file over SSH (Ray's "
+                  "on-premise cluster config: cluster_name, provider.head_ip/worker_ips, auth); "
+                  "they keep running until `nbdist down` with the same file.",
+            "down": "Stop what `nbdist up` started with this cluster file, on every host."}
+    parser = argparse.ArgumentParser(prog=f"nbdist {command}", description=what[command])
+    parser.add_argument("cluster_file", metavar="CLUSTER.yaml")
+    args = parser.parse_args(argv)
+    try:
+        spec = cluster_file.load(args.cluster_file)
+        if spec.ignored:
+            print(f"nbdist {command}: not used by nbdist (ignored): {', '.join(spec.ignored)}")
+        print(f"cluster {spec.name!r}: head {spec.head}, workers "
+              f"{', '.join(spec.workers) or 'none'}", flush=True)
+        if command == "down":
+            remote.down(spec)
+            print(f"cluster {spec.name!r} is down: nothing of it runs on its hosts.")
+            return 0
+        cluster = remote.up(spec)
+    except (ClusterError, ValueError) as exc:
+        print(f"nbdist {command}: {exc}", file=sys.stderr)
+        return 1
+    print(f"\ncluster {spec.name!r} is up: head at {cluster.address}, {len(spec.hosts)} "
+          f"node(s), TLS and token in {cluster.folder}\n"
+          f"    nbdist status --address {cluster.address} --token $(cat "
+          f"{cluster.folder}/token) --tls-cert {cluster.tls['cert']} --tls-key "
+          f"{cluster.tls['key']} --tls-ca {cluster.tls['ca']}\n"
+          f"    nbdist down {args.cluster_file}")
     return 0
 
 

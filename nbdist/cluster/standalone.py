@@ -353,14 +353,15 @@ def start_head(host: str = "127.0.0.1", port: int = DEFAULT_PORT, *,
                resources: dict[str, float] | None = None,
                object_store_memory: int | None = None,
                tls: dict[str, str] | None = None, parent_fd: int = -1,
-               client_port: int | None = None) -> Session:
+               secret: bytes | None = None, client_port: int | None = None) -> Session:
     """Start a head and a node daemon on this machine, detached from the caller (but ending
-    with it when ``parent_fd`` is given: see `_spawn`); ``client_port``: where thin drivers
-    attach (default: ``port`` + 1, or a free port when ``port`` is 0; -1: no client server)."""
+    with it when ``parent_fd`` is given: see `_spawn`); ``secret``: the cluster token (default:
+    a new one); ``client_port``: where thin drivers attach (default: ``port`` + 1, or a free port
+    when ``port`` is 0; -1: no client server)."""
     _check_resources(resources, num_cpus, num_gpus, object_store_memory)
     tls = use_tls(None, tls)
     cfg = config_mod.load({"object_store_memory": object_store_memory, **_tls_config(tls)})
-    secret = os.urandom(32)
+    secret = secret or os.urandom(32)
     session_dir = _new_session_dir("head")
     token_file = session_dir / "token"
     fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -390,7 +391,6 @@ def start_head(host: str = "127.0.0.1", port: int = DEFAULT_PORT, *,
         if client_port >= 0:
             _start_client_server(session, host, client_port, secret, cfg, parent_fd)
     except BaseException:
-
         stop_session(session)
         raise
     return session
@@ -418,7 +418,6 @@ def client_session(address: str) -> Session | None:
 
 
 def _is_loopback(host: str) -> bool:
-
     try:
         return ipaddress.ip_address(socket.gethostbyname(host)).is_loopback
     except (OSError, ValueError):

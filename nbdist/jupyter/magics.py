@@ -76,6 +76,12 @@ def _nbdist_parser() -> _Parser:
                             "auto, HOST:PORT or ray://HOST:PORT of a Ray cluster "
                             "(none: a local Ray)")
     sub.add_parser("status", help="nodes, workers, resources (used / total) as a table")
+    up = sub.add_parser("up", help="start a cluster on other machines over SSH from a cluster "
+                        "file (Ray's on-premise format) and attach this kernel to it")
+    up.add_argument("file", metavar="CLUSTER.yaml")
+    down = sub.add_parser("down", help="stop what %nbdist up started, on every host")
+    down.add_argument("file", nargs="?", metavar="CLUSTER.yaml",
+                      help="default: the cluster this kernel brought up")
     sub.add_parser("stop", help="stop the cluster and everything running on it")
     timeline = sub.add_parser("timeline", help="the task executions as an inline bokeh "
                               "timeline; with FILE, also as Chrome-trace JSON there")
@@ -304,6 +310,10 @@ class NbdistMagics(Magics):
                   f"(session {info.get('session_dir', '')}); %nbdist status shows it.")
         elif args.command == "status":
             display(HTML(status_html()))
+        elif args.command in ("up", "down"):
+            from nbdist.jupyter import cluster_magic
+
+            getattr(cluster_magic, args.command)(args.file)
         elif args.command == "stop":
             nbdist.shutdown()
             print("nbdist cluster stopped.")

@@ -1,0 +1,295 @@
+"""``nbdist up`` / ``down`` (shell, ``%nbdist``, and ``nbdist.cluster.ssh``) on three simulated
+machines: network namespaces on a bridge, each with its own address and a real sshd (see
+tests/sshhosts.py). The notebook's side runs in the root namespace and reaches the hosts only
+through their addresses, over SSH and over the cluster's TLS connections.
+
+The three hosts are shared by the module's tests; the last one powers a host off.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from clusters import NBDIST
+from polling import importable_env, until
+from sshhosts import Hosts, ssh_hosts
+
+import nbdist.cluster
+from nbdist.exceptions import ClusterError
+
+pytestmark = [pytest.mark.timeout(300), pytest.mark.nbdist_only]
+
+
+@pytest.fixture(scope="module")
+def hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hosts]:
+    with ssh_hosts(3, tmp_path_factory.mktemp("hosts")) as made:
+        yield made
+
+
+@pytest.fixture
+def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The notebook machine's nbdist state directory (the clusters' folders go there)."""
+    path = tmp_path / "state"
+    monkeypatch.setenv("NBDIST_STATE_DIR", str(path))
+    return path
+
+
+def _env(state: Path) -> dict[str, str]:
+    env = importable_env(dict(os.environ, NBDIST_STATE_DIR=str(state)))
+    env.pop("NBDIST_TOKEN", None)
+    return env
+
+
+def _cluster_file(hosts: Hosts, tmp: Path, name: str, key: Path | None = None) -> Path:
+    """A Ray on-premise cluster file, with keys nbdist does not use and a resource per host."""
+    per_host = ", ".join(f"{h.address}: {{host{i}: 1}}" for i, h in enumerate(hosts, 1))
+    path = tmp / f"{name}.yaml"
+    path.write_text(textwrap.dedent(f"""\
+        cluster_name: {name}
+        max_workers: 2
+        provider:
+          type: local
+          head_ip: {hosts[0].address}
+          worker_ips: [{hosts[1].address}, {hosts[2].address}]
+        auth:
+          ssh_user: {hosts.user}
+          ssh_private_key: {key or hosts.key}
+        available_node_types:
+          head: {{resources: {{CPU: 1}}, node_config: {{}}}}
+          worker: {{resources: {{CPU: 1}}, node_config: {{}}}}
+        head_node_type: head
+        head_start_ray_commands: ["ray start --head"]
+        setup_commands: ["test -d /proc"]
+        nbdist:
+          resources: {{{per_host}}}
+        """))
+    return path
+
+
+def _nbdist(state: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([NBDIST, *args], capture_output=True, text=True, timeout=240,
+                          env=_env(state))
+
+
+def _python(state: Path, code: str, env: dict[str, str] | None = None,
+            ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, timeout=240, env={**_env(state), **(env or {})})
+
+
+def _host_folders(name: str) -> list[Path]:
+    return list(Path(f"/tmp/nbdist-{os.getuid()}").glob(f"up-{name}-*"))
+
+
+def _shm_of(pids: set[int]) -> list[str]:
+    return [f for f in os.listdir("/dev/shm") if any(f.startswith(f"nbdist-{p}-") for p in pids)]
+
+
+def _assert_nothing_started(hosts: Hosts, state: Path, name: str) -> None:
+    assert until(lambda: not any(h.pids() for h in hosts), timeout=30), \
+        [h.process_lines() for h in hosts]
+    assert not _host_folders(name)
+    assert not (state / f"cluster-{name}").exists()
+
+
+def _netns_inode(ns: str) -> int:
+    return os.stat(f"/run/netns/{ns}").st_ino
+
+
+def _listening(ns: str) -> list[str]:
+    out = subprocess.run(["ip", "netns", "exec", ns, "ss", "-Hltn"], capture_output=True,
+                         text=True, timeout=30, check=True).stdout
+    return [line.split()[3] for line in out.splitlines()]
+
+
+# --------------------------------------------------------------------------- up and down
+def test_up_from_the_shell_runs_work_on_every_host_and_down_leaves_nothing(
+        hosts: Hosts, state: Path, tmp_path: Path) -> None:
+    name = f"sh{os.getpid()}"
+    file = _cluster_file(hosts, tmp_path, name)
+    up = _nbdist(state, "up", str(file))
+    daemons: set[int] = set()
+    try:
+        _check_up_cluster(hosts, state, name, up, daemons)
+    finally:
+        down = _nbdist(state, "down", str(file))
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert all(f"{h.address}" in down.stdout for h in hosts), down.stdout
+    _assert_nothing_started(hosts, state, name)
+    assert not _shm_of(daemons)  # spill files were in the hosts' folders, gone too
+
+
+def _check_up_cluster(hosts: Hosts, state: Path, name: str,
+                      up: subprocess.CompletedProcess[str], daemons: set[int]) -> None:
+    """The cluster is up as the cluster file says; ``daemons`` gets the hosts' processes."""
+    assert up.returncode == 0, up.stdout + up.stderr
+    # The keys nbdist does not use are named; each host went through every step.
+    assert "(ignored): head_start_ray_commands, max_workers\n" in up.stdout, up.stdout
+    for host in hosts:
+        steps = [line.split(None, 1)[1] for line in up.stdout.splitlines()
+                 if line.strip().startswith(host.address + " ")]
+        kinds = [s.split()[0].rstrip(":") for s in steps]
+        assert kinds == ["connecting", "setup", "checking", "starting", "joined"], steps
+    folder = state / f"cluster-{name}"
+    head = json.loads((folder / "cluster.json").read_text())["head"]
+    assert head == f"{hosts[0].address}:6390"
+    # Every daemon listens on its host's address only (no 0.0.0.0, no loopback).
+    for host in hosts:
+        listening = _listening(host.ns)
+        assert listening and all(a.startswith(host.address + ":") for a in listening), listening
+    tls = {"NBDIST_TLS_CERT": str(folder / "driver.pem"), "NBDIST_TLS_KEY": str(folder /
+           "driver.key"), "NBDIST_TLS_CA": str(folder / "ca.pem")}
+    token = (folder / "token").read_text().strip()
+    driver = _python(state, f"""
+        import json, os
+        import numpy as np
+        import nbdist
+        from nbdist.cluster import standalone
+        from nbdist.exceptions import ClusterError
+
+        # With the token but without the cluster's TLS, the head does not answer.
+        os.environ.pop("NBDIST_TLS_CERT"); os.environ.pop("NBDIST_TLS_KEY")
+        try:
+            standalone.head_request({head!r}, bytes.fromhex({token!r}), "nodes", timeout=10)
+            print("PLAIN: answered")
+        except ClusterError as exc:
+            print("PLAIN: refused", exc)
+        os.environ.update({tls!r})
+
+        nbdist.init(address={head!r})
+
+        def on(i):
+            @nbdist.remote(resources={{f"host{{i}}": 1}})
+            def where(arr):
+                return (nbdist.get_runtime_context().get_node_id(),
+                        os.stat("/proc/self/ns/net").st_ino, int(arr.sum()))
+            return where
+
+        data = nbdist.put(np.ones(2_000_000, dtype=np.uint8))
+        print("RAN", json.dumps(nbdist.get([on(i).remote(data) for i in (1, 2, 3)],
+                                           timeout=120)))
+        nbdist.shutdown()
+    """, env={**tls, "NBDIST_TOKEN": token})
+    assert driver.returncode == 0, driver.stdout + driver.stderr
+    assert "PLAIN: refused" in driver.stdout, driver.stdout
+    (ran,) = [json.loads(line[4:]) for line in driver.stdout.splitlines()
+              if line.startswith("RAN ")]
+    assert [inode for _, inode, _ in ran] == [_netns_inode(h.ns) for h in hosts]
+    assert len({node for node, _, _ in ran}) == 3 and all(s == 2_000_000 for _, _, s in ran)
+    daemons.update(pid for h in hosts for pid in h.pids())
+    assert daemons
+
+
+# --------------------------------------------------------------------------- refusals
+def test_a_wrong_ssh_key_is_named_and_nothing_starts(hosts: Hosts, state: Path) -> None:
+    name = f"key{os.getpid()}"
+    seen: list[tuple[str, str]] = []
+    with pytest.raises(ClusterError) as caught:
+        nbdist.cluster.ssh(head=hosts[0].address, workers=[h.address for h in hosts[1:]],
+                           user=hosts.user, key=str(hosts.wrong_key), name=name,
+                           progress=lambda host, what: seen.append((host, what)))
+    message = str(caught.value)
+    for host in hosts:
+        assert f"{host.address}: SSH failed" in message, message
+    assert "Permission denied (publickey)" in message and str(hosts.wrong_key) in message
+    assert "Nothing was started" in message
+    assert {what for _, what in seen} == {"connecting"}, seen
+    _assert_nothing_started(hosts, state, name)
+
+
+def test_a_host_with_another_nbdist_version_is_named_and_nothing_starts(
+        hosts: Hosts, state: Path, tmp_path: Path) -> None:
+    name = f"ver{os.getpid()}"
+    file = _cluster_file(hosts, tmp_path, name)
+    hosts[1].use_nbdist_version("0.0.9")
+    try:
+        up = _nbdist(state, "up", str(file))
+    finally:
+        hosts[1].use_checkout_nbdist()
+    assert up.returncode == 1, up.stdout + up.stderr
+    python = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    assert f"{hosts[1].address}: has nbdist 0.0.9 on Python {python}" in up.stderr, up.stderr
+    assert hosts[0].address not in up.stderr and hosts[2].address not in up.stderr
+    assert "Nothing was started" in up.stderr
+    assert "starting" not in up.stdout, up.stdout
+    _assert_nothing_started(hosts, state, name)
+
+
+# --------------------------------------------------------------------------- a lost host
+def test_magic_up_a_host_powered_off_shows_dead_and_the_cluster_goes_on(
+        hosts: Hosts, state: Path, tmp_path: Path) -> None:
+    name = f"mag{os.getpid()}"
+    file = _cluster_file(hosts, tmp_path, name)
+    ready, gone = tmp_path / "ready", tmp_path / "gone"
+    driver = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import json, os
+        from IPython.core.interactiveshell import InteractiveShell
+        import nbdist
+        from nbdist.jupyter.magics import status_html
+        from polling import poll, until
+
+        ip = InteractiveShell.instance()
+        ip.run_line_magic("load_ext", "nbdist")
+        ip.run_line_magic("nbdist", "up {file}")
+
+        @nbdist.remote
+        def where():
+            return nbdist.get_runtime_context().get_node_id()
+
+        @nbdist.remote(resources={{"host3": 1}})
+        def on_third():
+            return nbdist.get_runtime_context().get_node_id()
+
+        third = nbdist.get(on_third.remote(), timeout=120)
+        print("THIRD", third, flush=True)
+        open({str(ready)!r}, "w").close()
+        assert until(lambda: os.path.exists({str(gone)!r}), timeout=120)
+        poll(lambda: not [n for n in nbdist.nodes() if n["NodeID"] == third][0]["Alive"],
+             timeout=120, what="the powered-off host's node to be dead")
+        html = status_html()
+        print("STATUS", html.count("<td>dead</td>"), html.count("<td>alive</td>"), flush=True)
+        ran = set(nbdist.get([where.remote() for _ in range(6)], timeout=120))
+        print("RAN", json.dumps(sorted(ran)), flush=True)
+        try:
+            ip.run_line_magic("nbdist", "down")
+        except Exception as exc:
+            print("DOWN", type(exc).__name__, exc, flush=True)
+        """)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(state))
+    try:
+        assert until(lambda: ready.exists() or driver.poll() is not None, timeout=200)
+        assert driver.poll() is None, driver.communicate()
+        daemons = {pid for h in hosts for pid in h.pids()}
+        hosts[2].power_off()
+        gone.touch()
+        out, err = driver.communicate(timeout=240)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+    assert driver.returncode == 0, out + err
+    for host in hosts:
+        assert re.search(rf"^\s*{re.escape(host.address)}\s+joined", out, re.M), out
+    third = out.split("THIRD ", 1)[1].split()[0]
+    assert "STATUS 1 2" in out, out
+    ran = json.loads(out.split("RAN ", 1)[1].splitlines()[0])
+    assert ran and third not in ran, (ran, third)
+    # down stops the two live hosts and names the one it cannot reach.
+    assert "DOWN UsageError" in out and f"{hosts[2].address}: SSH failed" in out, out
+    assert hosts[0].address not in out.split("DOWN", 1)[1].split("The other hosts")[0]
+    assert until(lambda: not hosts[0].pids() and not hosts[1].pids(), timeout=30), \
+        [h.process_lines() for h in hosts]
+    left = _host_folders(name)
+    assert [p.name for p in left] == [f"up-{name}-{hosts[2].address}"], left
+    # What the powered-off machine left on its own disk and memory (shared here) goes too.
+    for path in left:
+        subprocess.run(["rm", "-rf", str(path)], check=True)
+    for f in _shm_of(daemons):
+        os.unlink(f"/dev/shm/{f}")
