@@ -34,15 +34,18 @@ import shlex
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from nbdist.cluster import cluster_file, ssh_host, standalone, tls
-from nbdist.cluster.cluster_file import ClusterSpec
+from nbdist.cluster import cluster_file, lifetime, ssh_host, standalone, tls
+from nbdist.cluster.cluster_file import ClusterSpec, load
 from nbdist.exceptions import ClusterError
+
+__all__ = ["ClusterSpec", "SSHCluster", "down", "load", "ssh", "up"]
 
 Progress = Callable[[str, str], None]
 SSH_TIMEOUT_S = 30.0
@@ -50,8 +53,14 @@ START_TIMEOUT_S = 120.0
 _VERSION = re.compile(r"nbdist (\S+) \(Python (\d+)\.(\d+)")
 
 
+_print_lock = threading.Lock()
+
+
 def print_progress(host: str, what: str) -> None:
-    print(f"  {host:<16} {what}", flush=True)
+    """One line per step (whole lines: the hosts' threads report at the same time)."""
+    with _print_lock:
+        sys.stdout.write(f"  {host:<16} {what}\n")
+        sys.stdout.flush()
 
 
 def folder(name: str) -> Path:
@@ -222,9 +231,13 @@ def _stop_host(ssh: Ssh, spec: ClusterSpec, host: str) -> dict[str, Any]:
 def _prepare(spec: ClusterSpec) -> Path:
     where = folder(spec.name)
     if (where / "cluster.json").exists():
-        head = json.loads((where / "cluster.json").read_text()).get("head", "?")
-        raise ClusterError(f"Cluster {spec.name!r} is already up (head at {head}); run "
-                           "`nbdist down` with its cluster file first.")
+        record = json.loads((where / "cluster.json").read_text())
+        held_by = int(record.get("held_by") or 0)
+        if not held_by or lifetime.pid_alive(held_by):
+            raise ClusterError(f"Cluster {spec.name!r} is already up (head at "
+                               f"{record.get('head', '?')}); run `nbdist down` with its "
+                               "cluster file first.")
+        # The process that held it ended, and with it the cluster on every host it reached.
     shutil.rmtree(where, ignore_errors=True)
     where.mkdir(mode=0o700)
     fd = os.open(where / "token", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -238,34 +251,37 @@ def _spec(spec: ClusterSpec | str | os.PathLike[str]) -> ClusterSpec:
     return spec if isinstance(spec, ClusterSpec) else cluster_file.load(spec)
 
 
-def up(spec: ClusterSpec | str | os.PathLike[str],
-       progress: Progress = print_progress) -> SSHCluster:
+def up(spec: ClusterSpec | str | os.PathLike[str], progress: Progress = print_progress,
+       hold: bool = False) -> SSHCluster:
     """Start the cluster of a cluster file (or `ClusterSpec`): a head and a node on its head
-    host, a node on each worker host, all joined to the head when this returns."""
+    host, a node on each worker host, all joined to the head when this returns. ``hold``: the
+    cluster also ends when this process does (killed or not): each host keeps an SSH session
+    open to it (`ssh_host` ``hold``)."""
     spec = _spec(spec)
     where = _prepare(spec)
-    ssh = Ssh(spec, where)
+    cluster = SSHCluster(spec, where, "")
     started: list[str] = []
     try:
-        _, errors = _parallel(spec.hosts, lambda h: _check(ssh, spec, h, progress))
+        _, errors = _parallel(spec.hosts, lambda h: _check(cluster.ssh, spec, h, progress))
         if errors:
             raise _failed("Checking the hosts", errors, "Nothing was started.")
-        head_info = _start_host(ssh, spec, where, spec.head, "", progress)
+        head_info = cluster.start(spec.head, "", progress, hold)
         started.append(spec.head)
-        head = head_info["head"]
+        cluster.address, cluster.client = head_info["head"], head_info.get("client", "")
         results, errors = _parallel(
-            spec.workers, lambda h: _start_host(ssh, spec, where, h, head, progress))
+            spec.workers, lambda h: cluster.start(h, cluster.address, progress, hold))
         started += list(results)
         if errors:
             raise _failed("Starting nodes", errors,
                           f"Stopped what had started on {', '.join(started)}.")
-        cluster = SSHCluster(spec, where, head)
         cluster.wait_joined()
         (where / "cluster.json").write_text(json.dumps(
-            {"name": spec.name, "head": head, "hosts": spec.hosts}, indent=1))
+            {"name": spec.name, "head": cluster.address, "client": cluster.client,
+             "hosts": spec.hosts, "held_by": os.getpid() if hold else 0}, indent=1))
         return cluster
     except BaseException:
-        _parallel(started, lambda h: _stop_host(ssh, spec, h))
+        _parallel(started, lambda h: _stop_host(cluster.ssh, spec, h))
+        cluster.release()
         shutil.rmtree(where, ignore_errors=True)
         raise
 
@@ -296,8 +312,10 @@ class SSHCluster:
     """A cluster ``up`` started: its head's address, token and TLS files; ``attach()`` makes
     this process its driver; ``down()`` (or leaving a ``with`` block) stops it everywhere."""
 
-    def __init__(self, spec: ClusterSpec, where: Path, head: str) -> None:
-        self.spec, self.folder, self.address = spec, where, head
+    def __init__(self, spec: ClusterSpec, where: Path, head: str, client: str = "") -> None:
+        self.spec, self.folder, self.address, self.client = spec, where, head, client
+        self.ssh = Ssh(spec, where)
+        self._holds: list[subprocess.Popen[bytes]] = []
 
     @property
     def token(self) -> str:
@@ -307,6 +325,31 @@ class SSHCluster:
     def tls(self) -> dict[str, str]:
         return {"cert": str(self.folder / "driver.pem"), "key": str(self.folder / "driver.key"),
                 "ca": str(self.folder / "ca.pem")}
+
+    def start(self, host: str, head: str, progress: Progress, hold: bool) -> dict[str, Any]:
+        """Start ``host``'s daemons (a head if ``head`` is ""), then, with ``hold``, the SSH
+        session whose end stops them."""
+        info = _start_host(self.ssh, self.spec, self.folder, host, head, progress)
+        if hold:
+            command = " ".join(shlex.quote(a) for a in [
+                "nbdist", "_ssh-host", "hold", "--cluster", self.spec.name, "--ip", host])
+            self._holds.append(subprocess.Popen(
+                self.ssh.argv(host, command), stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        return info
+
+    def release(self) -> None:
+        """End the held SSH sessions (each host then stops what still runs there)."""
+        for proc in self._holds:
+            if proc.stdin is not None:
+                proc.stdin.close()
+        for proc in self._holds:
+            try:
+                proc.wait(timeout=SSH_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self._holds.clear()
 
     def status(self) -> dict[str, Any]:
         """The nodes as the head knows them (as `nbdist status --json`)."""
@@ -328,20 +371,28 @@ class SSHCluster:
             time.sleep(0.2)
 
     def attach(self, **kwargs: Any) -> dict[str, Any]:
-        """``nbdist.init(address=...)`` with this cluster's token and TLS files."""
+        """Make this process the cluster's driver: a thin driver (``nbdist://``) through the
+        head's client server, with the cluster's token and TLS files."""
         import nbdist
 
+        if not self.client:
+            raise ClusterError(f"The head of cluster {self.spec.name!r} runs no client server "
+                               "for drivers on other machines.")
         standalone.use_tls(self.address, self.tls)
         with _env("NBDIST_TOKEN", self.token):
-            info: dict[str, Any] = nbdist.init(address=self.address, **kwargs)
+            info: dict[str, Any] = nbdist.init(f"nbdist://{self.client}", **kwargs)
         return info
 
     def down(self, progress: Progress = print_progress) -> None:
+        """Detach this process if it is attached, and stop the cluster on every host."""
         import nbdist
 
         if nbdist.is_initialized():
             nbdist.shutdown()
-        down(self.spec, progress)
+        try:
+            down(self.spec, progress)
+        finally:
+            self.release()
 
     def __enter__(self) -> SSHCluster:
         return self
@@ -374,13 +425,13 @@ def ssh(head: str, workers: list[str] | tuple[str, ...] = (), *, user: str | Non
         attach: bool = True, progress: Progress = print_progress) -> SSHCluster:
     """Start a cluster over SSH (a head and a node on ``head``, a node on each of ``workers``),
     and (``attach``) make this process its driver. Use it as a context manager to stop it at
-    the end of the block, or call ``down()``."""
+    the end of the block, or call ``down()``; it also ends when this process does."""
     hosts = [head, *workers]
     spec = ClusterSpec(name=name, head=head, workers=list(workers), user=user, key=key,
                        port=port, resources=dict(resources or {}),
                        commands={h: list(setup_commands or []) for h in hosts},
                        install=install)
-    cluster = up(spec, progress)
+    cluster = up(spec, progress, hold=True)
     if attach:
         try:
             cluster.attach()

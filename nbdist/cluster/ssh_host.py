@@ -13,6 +13,8 @@ the token; ``start --role node`` a node that joins the head. Both print one JSON
 head's address, the node's pid) and exit; the daemons stay. A start that fails stops what it
 started and removes the folder. ``stop`` stops every daemon of the folder (their shared memory
 goes with them, see `standalone.stop_session`) and removes the folder, spill files included.
+``hold`` waits until its stdin ends (the SSH session that runs it is over), then does what
+``stop`` does: started from a kernel, a cluster ends with it, also when the kernel is killed.
 The folder's address in its name keeps hosts apart when several share a file system.
 """
 
@@ -100,7 +102,8 @@ def _start(args: argparse.Namespace) -> dict[str, object]:
         _stop_folder(folder)
         raise
     return {"head": standalone.display_address(session.head), "node_pid": session.node_pid,
-            "pids": session.pids, "folder": str(folder)}
+            "pids": session.pids, "folder": str(folder),
+            "client": standalone.display_address(session.client) if session.client else ""}
 
 
 def _stop_folder(folder: Path) -> list[int]:
@@ -115,10 +118,21 @@ def _stop_folder(folder: Path) -> list[int]:
     return stopped
 
 
+def _hold(folder: Path) -> None:
+    """Wait for the end of stdin (the SSH session of the process that ran ``up`` ended, or it
+    closed it), then stop the folder's daemons: a cluster that lives with that process."""
+    import signal
+
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a hung-up session is the signal to stop
+    while sys.stdin.buffer.read(65536):
+        pass
+    _stop_folder(folder)
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="nbdist _ssh-host",
                                      description="The host side of `nbdist up` / `down`.")
-    parser.add_argument("action", choices=["start", "stop"])
+    parser.add_argument("action", choices=["start", "stop", "hold"])
     parser.add_argument("--cluster", required=True)
     parser.add_argument("--ip", required=True, help="this host's address in the cluster file")
     parser.add_argument("--role", choices=["head", "node"], default="node")
@@ -131,6 +145,9 @@ def main(argv: list[str]) -> int:
     try:
         if args.action == "start":
             out = _start(args)
+        elif args.action == "hold":
+            _hold(host_dir(args.cluster, args.ip))
+            return 0
         else:
             folder = host_dir(args.cluster, args.ip)
             out = {"found": folder.exists(), "stopped": _stop_folder(folder)}

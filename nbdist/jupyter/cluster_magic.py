@@ -1,7 +1,8 @@
 """``%nbdist up CLUSTER.yaml`` and ``%nbdist down [CLUSTER.yaml]`` (layer L4): a thin layer
 over `nbdist.cluster.up` / `down`. ``up`` prints each host's progress in the cell, then attaches
-this kernel as the cluster's driver; ``down`` detaches it and stops the cluster on every host.
-The kernel remembers the cluster it brought up, so ``%nbdist down`` needs no file for it.
+this kernel as the cluster's driver (a thin driver, through the head's client server); ``down``
+detaches it and stops the cluster on every host. The kernel remembers the cluster it brought
+up, so ``%nbdist down`` needs no file for it; that cluster also ends with the kernel.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ def up(path: str) -> None:
         raise UsageError("%nbdist up: this kernel already has a cluster; run %nbdist stop "
                          "(or %nbdist down) first.")
     try:
-        cluster = nbdist.cluster.up(path)
+        cluster = nbdist.cluster.up(path, hold=True)
     except (ClusterError, ValueError) as exc:
         raise UsageError(f"%nbdist up {path}: {exc}") from None
     if cluster.spec.ignored:
@@ -40,17 +41,18 @@ def up(path: str) -> None:
 
 
 def down(path: str | None) -> None:
-    if path is None and not _brought_up:
-        raise UsageError("%nbdist down: no cluster brought up by this kernel; name its file: "
-                         "%nbdist down CLUSTER.yaml")
-    if nbdist.is_initialized():
-        nbdist.shutdown()
-    target = path if path is not None else _brought_up[0].spec
+    mine = _brought_up[0] if _brought_up else None
     try:
-        nbdist.cluster.down(target)
+        if path is not None and (mine is None or nbdist.cluster.load(path).name != mine.spec.name):
+            if nbdist.is_initialized():
+                nbdist.shutdown()
+            nbdist.cluster.down(path)
+        elif mine is None:
+            raise UsageError("%nbdist down: no cluster brought up by this kernel; name its "
+                             "file: %nbdist down CLUSTER.yaml")
+        else:
+            mine.down()  # also ends the sessions that tie the cluster to this kernel
+            _brought_up.clear()
     except (ClusterError, ValueError) as exc:
-        # The cluster stays remembered: %nbdist down again once its hosts can be reached.
         raise UsageError(f"%nbdist down: {exc}") from None
-    if path is None:
-        _brought_up.clear()
     print("cluster is down: nothing of it runs on its hosts.")

@@ -139,8 +139,9 @@ def _check_up_cluster(hosts: Hosts, state: Path, name: str,
         kinds = [s.split()[0].rstrip(":") for s in steps]
         assert kinds == ["connecting", "setup", "checking", "starting", "joined"], steps
     folder = state / f"cluster-{name}"
-    head = json.loads((folder / "cluster.json").read_text())["head"]
-    assert head == f"{hosts[0].address}:6390"
+    record = json.loads((folder / "cluster.json").read_text())
+    head, client = record["head"], record["client"]
+    assert (head, client) == (f"{hosts[0].address}:6390", f"{hosts[0].address}:6391")
     # Every daemon listens on its host's address only (no 0.0.0.0, no loopback).
     for host in hosts:
         listening = _listening(host.ns)
@@ -164,7 +165,7 @@ def _check_up_cluster(hosts: Hosts, state: Path, name: str,
             print("PLAIN: refused", exc)
         os.environ.update({tls!r})
 
-        nbdist.init(address={head!r})
+        nbdist.init("nbdist://{client}")  # a thin driver: this machine runs no node
 
         def on(i):
             @nbdist.remote(resources={{f"host{{i}}": 1}})
@@ -221,6 +222,52 @@ def test_a_host_with_another_nbdist_version_is_named_and_nothing_starts(
     assert "Nothing was started" in up.stderr
     assert "starting" not in up.stdout, up.stdout
     _assert_nothing_started(hosts, state, name)
+
+
+# --------------------------------------------------------------------------- python form
+def test_the_python_form_stops_at_the_end_of_its_block_and_ends_with_its_process(
+        hosts: Hosts, state: Path, tmp_path: Path) -> None:
+    name = f"py{os.getpid()}"
+    ready = tmp_path / "ready"
+    driver = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import time
+        import nbdist
+        import nbdist.cluster
+
+        @nbdist.remote(resources={{"host": 1}})
+        def where():
+            return nbdist.get_runtime_context().get_node_id()
+
+        def ssh():
+            return nbdist.cluster.ssh(
+                head={hosts[0].address!r}, workers={[h.address for h in hosts[1:]]!r},
+                user={hosts.user!r}, key={str(hosts.key)!r}, name={name!r},
+                resources={{h: {{"host": 1}} for h in {[h.address for h in hosts]!r}}})
+
+        with ssh() as cluster:
+            print("NODES", len({{nbdist.get(where.remote()) for _ in range(6)}}) >= 1,
+                  len(cluster.status()["nodes"]), flush=True)
+        print("AFTER BLOCK", nbdist.is_initialized(), flush=True)
+        cluster = ssh()
+        print("AGAIN", nbdist.get(where.remote(), timeout=120) is not None, flush=True)
+        open({str(ready)!r}, "w").close()
+        time.sleep(600)
+        """)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(state))
+    try:
+        assert until(lambda: ready.exists() or driver.poll() is not None, timeout=240)
+        assert driver.poll() is None, driver.communicate()
+        assert all(h.pids() for h in hosts), [h.process_lines() for h in hosts]
+        driver.kill()  # as a kernel that is killed: nothing runs down() for it
+        out, err = driver.communicate(timeout=60)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+    assert "NODES True 3" in out and "AFTER BLOCK False" in out and "AGAIN True" in out, \
+        out + err
+    # Each host's held SSH session ended with the process: the hosts stopped on their own.
+    assert until(lambda: not any(h.pids() for h in hosts) and not _host_folders(name),
+                 timeout=60), [h.process_lines() for h in hosts]
 
 
 # --------------------------------------------------------------------------- a lost host
