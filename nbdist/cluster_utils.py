@@ -142,7 +142,8 @@ class Cluster:
         if self._pipe_w < 0:
             raise RuntimeError("This cluster was shut down; make a new Cluster.")
         if self.head_node is None:
-            session = standalone.start_head("127.0.0.1", 0, parent_fd=self._pipe_r, **args)
+            session = standalone.start_head("127.0.0.1", 0, parent_fd=self._pipe_r,
+                                            client_port=-1, **args)
             self._address = standalone.display_address(session.head)
             self._token = session.token
         else:

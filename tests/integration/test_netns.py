@@ -229,10 +229,10 @@ def test_each_node_runs_in_its_namespace_at_its_own_address(far: Far) -> None:
     assert far_node["address"].startswith(f"{FAR_IP}:"), far_node
     assert far_node["resources_total"]["far"] == 1.0
     assert "far" not in head_node["resources_total"]
-    # The processes really are where the addresses say: the head and its node in A, the
-    # joined node in B.
+    # The processes really are where the addresses say: the head, its node and its client
+    # server in A, the joined node in B.
     pids = far.in_a.pids()
-    assert len(pids) == 3 and all(alive(p) for p in pids)
+    assert len(pids) == 4 and all(alive(p) for p in pids)
     where = {pid: far.net.netns_of(pid) for pid in pids}
     assert where[far_node["pid"]] == far.net.b, where
     assert all(ns == far.net.a for pid, ns in where.items() if pid != far_node["pid"]), where

@@ -161,6 +161,18 @@ def test_the_api_through_a_thin_driver(thin: Thin) -> None:
         except nbdist.exceptions.TaskCancelledError:
             print("cancelled")
         assert nbdist.cluster_resources()["CPU"] == 2
+
+        import os, tempfile
+        here = tempfile.mkdtemp()  # a folder of the driver's machine, shipped by the driver
+        with open(os.path.join(here, "thin_helper.py"), "w") as f:
+            f.write("VALUE = 'from the driver'\\n")
+
+        @nbdist.remote(runtime_env={"working_dir": here})
+        def helper():
+            import thin_helper
+            return thin_helper.VALUE
+
+        assert nbdist.get(helper.remote()) == "from the driver"
         def names():
             return {getattr(e, "name", None) for e in list(seen)}
         until(lambda: {"add", "total", "nested"} <= names(), timeout=60)
