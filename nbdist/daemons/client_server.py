@@ -123,11 +123,14 @@ class Relay:
         buf = bytearray(1 << 20)
         try:
             while not self.ended:
-                n = sock.recv_into(buf)
+                target = reader.direct()  # the rest of a large frame: straight into place
+                n = sock.recv_into(buf if target is None else target)
                 if not n:
                     break
                 self.inbox.bytes_in(n)
-                for msgs in reader.feed(memoryview(buf)[:n]):
+                frames = reader.feed(memoryview(buf)[:n]) if target is None else (
+                    reader.received(n))
+                for msgs in frames:
                     self._from_driver(msgs)
         except (OSError, TransportError) as exc:
             if not self.ended:
