@@ -224,6 +224,28 @@ def test_a_host_with_another_nbdist_version_is_named_and_nothing_starts(
     _assert_nothing_started(hosts, state, name)
 
 
+def test_a_host_that_fails_to_start_is_named_and_up_stops_the_others(
+        hosts: Hosts, state: Path, tmp_path: Path) -> None:
+    # The third host may not open connections to the head's port (a firewall rule there):
+    # its node cannot join, after the head and the second host's node have started.
+    name = f"undo{os.getpid()}"
+    file = _cluster_file(hosts, tmp_path, name)
+    rule = ["ip", "-n", hosts[2].ns, "rule", "add", "ipproto", "tcp", "dport", "6390",
+            "prohibit"]
+    subprocess.run(rule, check=True, timeout=30)
+    try:
+        up = _nbdist(state, "up", str(file))
+    finally:
+        subprocess.run([*rule[:4], "del", *rule[5:]], check=True, timeout=30)
+    assert up.returncode == 1, up.stdout + up.stderr
+    assert f"Starting nodes failed on {hosts[2].address}:" in up.stderr, up.stderr
+    assert "Cannot reach an nbdist head" in up.stderr, up.stderr
+    assert (f"Stopped what had started on {hosts[0].address}, {hosts[1].address}."
+            in up.stderr), up.stderr
+    assert re.search(rf"^\s*{re.escape(hosts[1].address)}\s+joined", up.stdout, re.M), up.stdout
+    _assert_nothing_started(hosts, state, name)
+
+
 # --------------------------------------------------------------------------- python form
 def test_the_python_form_stops_at_the_end_of_its_block_and_ends_with_its_process(
         hosts: Hosts, state: Path, tmp_path: Path) -> None:
