@@ -12,11 +12,11 @@ connection (`nbdist.wire.resumable`)::
 A relay passes the node protocol through unchanged but for object bytes, which a thin driver
 cannot read from shared memory:
 
-* node -> driver: an ``OBJ`` (an answer to the driver's ``GET_REQ``) carries the value's bytes
-  out of band, read straight from the node's arena or file; the arena range stays leased until
-  the driver acknowledges the frame (so a replay can send it again), then goes back with
-  ``UNPIN``. A ``DONE`` carries placeholders ``(oid, None, size)`` for values in shared memory:
-  nothing moves until the driver asks.
+* node -> driver: values in shared memory travel as placeholders ``(oid, None, size)`` (in
+  ``DONE`` and ``OBJ``) until the driver asks for their bytes (``THIN_PULL``); the ``OBJ`` that
+  answers it carries them out of band, read straight from the node's arena or file; the arena
+  range stays leased until the driver acknowledges the frame (so a replay can send it again),
+  then goes back with ``UNPIN``. A `wait` or a ref passed on moves no bytes.
 * driver -> node: ``THIN_DATA`` (a large put's bytes) is written into the range the node
   granted the driver (``reserve``), or a file, before the ``PUT`` that follows it is passed on.
 
@@ -71,6 +71,7 @@ class Relay:
         self.ended = False
         self.outbox = R.Outbox()
         self.inbox = R.Inbox()
+        self.pulls: set[int] = set()  # ids whose bytes the driver asked for
         self.node = transport.Connection(node_sock, self._from_node, self._node_closed,
                                          name="nbdist-relay-node")
         self.node.send([(P.HELLO, P.PROTOCOL_VERSION, P.KIND_DRIVER, os.getpid(), {})])
@@ -136,6 +137,9 @@ class Relay:
             if not self.ended:
                 log.info("nbdist client server: driver %x disconnected: %s", self.client_no,
                          exc)
+        except Exception:  # a message it could not apply: this session ends, the server goes on
+            log.exception("nbdist client server: bad input from driver %x", self.client_no)
+            self.end("bad input from the driver")
         with self.lock:
             if self.sock is sock:
                 self.sock = None
@@ -153,6 +157,9 @@ class Relay:
             op = msg[0]
             if op == R.THIN_DATA:
                 self._write(msg)
+            elif op == R.THIN_PULL:
+                self.pulls.update(msg[1])
+                out.append((P.GET_REQ, msg[1]))
             elif op == R.THIN_BYE:
                 self.end("the driver shut down")
                 return
@@ -188,9 +195,14 @@ class Relay:
         for msg in msgs:
             op = msg[0]
             if op == P.OBJ:
-                loc = self._inline(msg[1], later)
-                if loc is not None:
-                    out.append((P.OBJ, loc))
+                oid = msg[1][0]
+                if oid in self.pulls:
+                    loc = self._inline(msg[1], later)
+                    if loc is not None:
+                        self.pulls.discard(oid)
+                        out.append((P.OBJ, loc))
+                else:
+                    out.append((P.OBJ, self._placeholder(msg[1], now)))
             elif op == P.DONE:
                 out.append((*msg[:3], [self._placeholder(loc, now) for loc in msg[3]],
                             *msg[4:]))

@@ -8,8 +8,9 @@ the API, the magics, the panel and the libraries work unchanged; only what a nod
 reads from shared memory differs:
 
 * a value the node keeps in shared memory arrives as a placeholder location ``(oid, None,
-  size)``; reading it asks for it (`value` -> ``GET_REQ``), and the relay sends its bytes
-  inline, out of band, over the connection: objects move on demand, never eagerly;
+  size)`` (in a ``DONE``, or an ``OBJ`` answering a get or wait); reading it asks for its bytes
+  (`value` -> ``THIN_PULL``), which the relay sends out of band over the connection: objects
+  move on demand, never eagerly;
 * a large `put` gets its room from the node (``reserve``) and sends its bytes (``THIN_DATA``)
   for the relay to write into the node's store, then the usual ``PUT``.
 
@@ -33,7 +34,7 @@ from collections.abc import Callable
 from typing import Any
 
 from nbdist.driver import runtime
-from nbdist.exceptions import ClusterError, NbdistError
+from nbdist.exceptions import ClusterError, NbdistError, ObjectLostError
 from nbdist.wire import protocol as P
 from nbdist.wire import resumable as R
 from nbdist.wire import transport
@@ -254,10 +255,37 @@ class ThinClient(runtime.CoreClient):
 
     def value(self, loc: tuple) -> Any:
         if loc[1] is None:  # in the node's store: its bytes come over the connection now
-            loc = self._relocate(loc[0])
-            if loc[1] is None:
-                raise ClusterError(f"The client server sent no bytes for object {loc[0]:x}.")
+            loc = self._pull(loc[0])
         return super().value(loc)
+
+    def _store(self, loc: tuple) -> None:
+        if loc[1] is None:  # a placeholder never replaces bytes already here
+            held = self._cache.get(loc[0])
+            if held is not None and held[1] is not None:
+                loc = held
+        super()._store(loc)
+
+    def _pull(self, oid: int) -> tuple:
+        """The bytes of ``oid`` from the cluster (no timeout: a large value on a slow link
+        takes what it takes; a lost one comes back as an error value)."""
+        with self._lock:
+            self._cache.pop(oid, None)
+            self._leases.pop(oid, None)
+            self._fetching.add(oid)
+            self._requested.add(oid)  # asked for here, not with a GET_REQ by `_block`
+        try:
+            self.send([(R.THIN_PULL, [oid])])
+            self._block([oid], 1, None)
+            loc = self._cache.get(oid)
+        finally:
+            with self._lock:
+                self._fetching.discard(oid)
+                self._requested.discard(oid)
+                if oid not in self._refs:
+                    self._cache.pop(oid, None)
+        if loc is None or loc[1] is None:
+            raise ObjectLostError(f"The cluster sent no bytes for object {oid:x}.")
+        return loc
 
     def close(self) -> None:
         if not self.closed:

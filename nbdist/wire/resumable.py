@@ -40,6 +40,7 @@ THIN_WELCOME = 91  # (THIN_WELCOME, version, client_no, info, frames got)  info[
 THIN_ACK = 92  # (THIN_ACK, frames got)
 THIN_DATA = 93  # (THIN_DATA, oid, offset, parts, size)  a large put's bytes, for the relay to store
 THIN_BYE = 94  # (THIN_BYE,)  the driver is done: its work ends now, not after the grace period
+THIN_PULL = 95  # (THIN_PULL, oids)  send these values' bytes (a GET_REQ answers with placeholders)
 
 GRACE_S = 30.0  # Ray Client's reconnect grace period
 ACK_INTERVAL_S = 0.2  # acknowledge what arrived at least this often

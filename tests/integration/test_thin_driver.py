@@ -132,6 +132,15 @@ def test_the_api_through_a_thin_driver(thin: Thin) -> None:
         assert back.shape == big.shape and (back == big).all()
         assert float(nbdist.get(ones.remote(2_000_000)).sum()) == 2_000_000.0
         assert nbdist.get(nbdist.get(nested.remote())[0]) == 3
+
+        @nbdist.remote
+        def nested_big():
+            return [ones.remote(2_000_000)]
+
+        inner = nbdist.get(nested_big.remote())[0]  # a ref this driver did not submit
+        assert nbdist.wait([inner], timeout=60)[0] == [inner]
+        assert client.cached(inner.id)[1] is None  # ready, and not a byte of it moved yet
+        assert float(nbdist.get(inner).sum()) == 2_000_000.0
         assert list(nbdist.get(list(count.options(num_returns="streaming").remote(4)))) == [
             0, 1, 2, 3]
         c = Counter.options(name="thin-counter").remote()
@@ -148,13 +157,18 @@ def test_the_api_through_a_thin_driver(thin: Thin) -> None:
         assert nbdist.get(add.options(scheduling_strategy=strategy).remote(2, 3)) == 5
         remove_placement_group(pg)
 
+        import os, tempfile
+        running = os.path.join(tempfile.mkdtemp(), "running")
+
         @nbdist.remote
-        def forever():
+        def forever(flag):
             import time
+            open(flag, "w").close()
             while True:
                 time.sleep(0.05)
 
-        stuck = forever.remote()
+        stuck = forever.remote(running)
+        until(lambda: os.path.exists(running), timeout=60)
         nbdist.cancel(stuck)
         try:
             nbdist.get(stuck, timeout=60)
@@ -162,7 +176,6 @@ def test_the_api_through_a_thin_driver(thin: Thin) -> None:
             print("cancelled")
         assert nbdist.cluster_resources()["CPU"] == 2
 
-        import os, tempfile
         here = tempfile.mkdtemp()  # a folder of the driver's machine, shipped by the driver
         with open(os.path.join(here, "thin_helper.py"), "w") as f:
             f.write("VALUE = 'from the driver'\\n")
