@@ -3,9 +3,10 @@
 
 ``up`` goes through four steps, reporting each per host to ``progress``::
 
-    connecting  ssh HOST true            (BatchMode: a key, never a password prompt)
+    connecting  ssh HOST ...             (BatchMode: a key, never a password prompt)
     checking    the cluster file's setup commands, then `nbdist --version` on the host:
                 the notebook's nbdist version and Python major.minor, or nothing starts
+                (without setup commands, the first SSH command is `nbdist --version`)
     starting    `nbdist _ssh-host start` (see `ssh_host`) on the head, then on the workers
                 in parallel; the host receives its key, certificate, the CA certificate and
                 the token through SSH's stdin
@@ -22,7 +23,12 @@ every host (in parallel) and removes the folder; hosts it cannot reach are named
 stays for a later ``down``.
 
 SSH is the system's ``ssh`` client in a subprocess, one connection per command, so the user's
-``~/.ssh/config`` (ProxyJump, ports, agents) applies and nothing lingers after a command.
+``~/.ssh/config`` (ProxyJump, ports, agents) applies and nothing lingers after a command. The
+one exception is ``up(hold=True)`` (``%nbdist up``, `ssh`): one SSH session per host stays open
+(`ssh_host` ``hold``) whose end, when this process closes it or dies, stops that host.
+
+`SSHCluster.attach` makes this process a thin driver (``nbdist://``) through the head's client
+server, with the driver's certificate and the token: the notebook's machine need run no node.
 """
 
 from __future__ import annotations
@@ -152,34 +158,43 @@ def local_version() -> tuple[str, str]:
 
 def _check(ssh: Ssh, spec: ClusterSpec, host: str, progress: Progress) -> None:
     progress(host, "connecting")
-    ssh.run(host, "true")
-    for command in spec.commands.get(host, []):
+    commands = spec.commands.get(host, [])
+    # Without setup commands the first SSH command is the version check itself.
+    probe = _nbdist_version(ssh, host) if not commands else ssh.run(host, "true")
+    for command in commands:
         progress(host, f"setup: {command}")
         ssh.run(host, command, timeout=START_TIMEOUT_S * 5)
     progress(host, "checking")
-    problem = _version_problem(ssh, host)
+    problem = _version_problem(_nbdist_version(ssh, host) if commands else probe)
     if problem and spec.install:
         version = local_version()[0]
         progress(host, f"installing nbdist=={version} with pip")
         ssh.run(host, f"python{local_version()[1]} -m pip install -q "
                       f"{shlex.quote('nbdist==' + version)}", timeout=START_TIMEOUT_S * 5)
-        problem = _version_problem(ssh, host)
+        problem = _version_problem(_nbdist_version(ssh, host))
     if problem:
         raise ClusterError(f"{host}: {problem}")
 
 
-def _version_problem(ssh: Ssh, host: str) -> str:
-    """What differs between ``host``'s nbdist and Python and this machine's ("" if none)."""
-    version, python = local_version()
-    want = f"nbdist {version} on Python {python}"
+def _nbdist_version(ssh: Ssh, host: str) -> str | None:
+    """What ``nbdist --version`` prints on ``host``; None if it has no nbdist command."""
     try:
-        out = ssh.run(host, "nbdist --version")
+        return ssh.run(host, "nbdist --version")
     except ClusterError as exc:
         if "exit code 127" in str(exc):
-            return (f"has no `nbdist` command on its PATH (this notebook has {want}); install "
-                    f"it there (pip install nbdist=={version}), add a setup_commands entry, "
-                    "or set nbdist.install: true in the cluster file.")
+            return None
         raise
+
+
+def _version_problem(out: str | None) -> str:
+    """What differs between a host's nbdist and Python (``nbdist --version`` there printed
+    ``out``) and this machine's ("" if none)."""
+    version, python = local_version()
+    want = f"nbdist {version} on Python {python}"
+    if out is None:
+        return (f"has no `nbdist` command on its PATH (this notebook has {want}); install "
+                f"it there (pip install nbdist=={version}), add a setup_commands entry, "
+                "or set nbdist.install: true in the cluster file.")
     found = _VERSION.search(out)
     if not found:
         return f"`nbdist --version` printed {out.strip()[:200]!r}, not a version."
