@@ -234,7 +234,7 @@ def test_drivers_see_their_own_work_and_a_vanished_one_is_cleaned_up(thin: Thin,
         h = Holder.remote()
         print(nbdist.get(h.pid.remote()), flush=True)
         a_task.remote()
-        time.sleep(600)
+        time.sleep(600)  # deliberate sleep: this driver stays until the test kills it
     """)
     assert gone.stdout is not None
     actor_pid = int(gone.stdout.readline())
