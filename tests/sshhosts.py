@@ -8,9 +8,11 @@ command run over SSH, and every process it starts, runs in that host's namespace
 
 The hosts share the machine's file system, /dev/shm and boot id. Their sshd gives each session
 ``PATH=<host dir>/bin:...`` (``SetEnv``), where ``bin/nbdist`` is this checkout's nbdist, or,
-after `Host.use_nbdist_version`, a copy of it that says another version; and
-``NBDIST_SAME_HOST_LINKS=0`` so that objects move between hosts as bytes through the network
-(see tests/integration/test_netns.py).
+after `Host.use_nbdist_version`, a copy of it that says another version; ``HOME=<host dir>``,
+so the login shell reads no start-up file of this machine's user (a ``~/.bashrc`` that runs
+``pyenv rehash`` would leave its lock behind when a host is powered off, and stall every
+later shell for a minute); and ``NBDIST_SAME_HOST_LINKS=0`` so that objects move between
+hosts as bytes through the network (see tests/integration/test_netns.py).
 
 Needs root, ``ip netns`` and /usr/sbin/sshd: `ssh_hosts` skips with the reason otherwise.
 Usage::
@@ -166,7 +168,7 @@ KbdInteractiveAuthentication no
 UsePAM no
 StrictModes no
 PrintMotd no
-SetEnv PATH={path} NBDIST_SAME_HOST_LINKS=0
+SetEnv PATH={path} HOME={host.dir} NBDIST_SAME_HOST_LINKS=0
 """)
     return config
 

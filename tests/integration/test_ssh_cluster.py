@@ -146,6 +146,15 @@ def _check_up_cluster(hosts: Hosts, state: Path, name: str,
     for host in hosts:
         listening = _listening(host.ns)
         assert listening and all(a.startswith(host.address + ":") for a in listening), listening
+    _work_on_every_host(hosts, state, folder, head, client)
+    daemons.update(pid for h in hosts for pid in h.pids())
+    assert daemons
+
+
+def _work_on_every_host(hosts: Hosts, state: Path, folder: Path, head: str, client: str
+                        ) -> None:
+    """A thin driver on this machine runs a task on each host, passing it a put value; without
+    the cluster's TLS the head does not answer, even with the token."""
     tls = {"NBDIST_TLS_CERT": str(folder / "driver.pem"), "NBDIST_TLS_KEY": str(folder /
            "driver.key"), "NBDIST_TLS_CA": str(folder / "ca.pem")}
     token = (folder / "token").read_text().strip()
@@ -185,8 +194,6 @@ def _check_up_cluster(hosts: Hosts, state: Path, name: str,
               if line.startswith("RAN ")]
     assert [inode for _, inode, _ in ran] == [_netns_inode(h.ns) for h in hosts]
     assert len({node for node, _, _ in ran}) == 3 and all(s == 2_000_000 for _, _, s in ran)
-    daemons.update(pid for h in hosts for pid in h.pids())
-    assert daemons
 
 
 # --------------------------------------------------------------------------- refusals
@@ -293,12 +300,10 @@ def test_the_python_form_stops_at_the_end_of_its_block_and_ends_with_its_process
 
 
 # --------------------------------------------------------------------------- a lost host
-def test_magic_up_a_host_powered_off_shows_dead_and_the_cluster_goes_on(
-        hosts: Hosts, state: Path, tmp_path: Path) -> None:
-    name = f"mag{os.getpid()}"
-    file = _cluster_file(hosts, tmp_path, name)
-    ready, gone = tmp_path / "ready", tmp_path / "gone"
-    driver = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+def _magic_driver(file: Path, ready: Path, gone: Path) -> str:
+    """A kernel's cells as a script: %nbdist up, a task on the third host, then (once the test
+    has powered that host off) %nbdist status, work on the others, and %nbdist down."""
+    return textwrap.dedent(f"""
         import json, os
         from IPython.core.interactiveshell import InteractiveShell
         import nbdist
@@ -331,7 +336,17 @@ def test_magic_up_a_host_powered_off_shows_dead_and_the_cluster_goes_on(
             ip.run_line_magic("nbdist", "down")
         except Exception as exc:
             print("DOWN", type(exc).__name__, exc, flush=True)
-        """)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(state))
+        """)
+
+
+def test_magic_up_a_host_powered_off_shows_dead_and_the_cluster_goes_on(
+        hosts: Hosts, state: Path, tmp_path: Path) -> None:
+    name = f"mag{os.getpid()}"
+    file = _cluster_file(hosts, tmp_path, name)
+    ready, gone = tmp_path / "ready", tmp_path / "gone"
+    driver = subprocess.Popen([sys.executable, "-c", _magic_driver(file, ready, gone)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=_env(state))
     try:
         assert until(lambda: ready.exists() or driver.poll() is not None, timeout=200)
         assert driver.poll() is None, driver.communicate()
