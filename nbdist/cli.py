@@ -242,10 +242,9 @@ def _remote_command(command: str, argv: list[str]) -> int:
         print(f"nbdist {command}: {exc}", file=sys.stderr)
         return 1
     print(f"\ncluster {spec.name!r} is up: head at {cluster.address}, {len(spec.hosts)} "
-          f"node(s), TLS and token in {cluster.folder}\n"
-          f"    nbdist status --address {cluster.address} --token $(cat "
-          f"{cluster.folder}/token) --tls-cert {cluster.tls['cert']} --tls-key "
-          f"{cluster.tls['key']} --tls-ca {cluster.tls['ca']}\n"
+          f"node(s); its token and TLS files are in {cluster.folder}\n"
+          f"    nbdist status --address {cluster.address}\n"
+          f"    nbdist.cluster.attach({args.cluster_file!r})   # a driver on this machine\n"
           f"    nbdist down {args.cluster_file}")
     return 0
 

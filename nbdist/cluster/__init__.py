@@ -8,16 +8,16 @@
     ssh_host.py       the host side of ``up`` / ``down`` (``nbdist _ssh-host``)
     tls.py            the per-cluster CA and certificates ``up`` makes
 
-Public here: ``ssh(head, workers, user=, key=)``, ``up(FILE)``, ``down(FILE)``, `SSHCluster`,
-``load(FILE)`` (a cluster file as a `ClusterSpec`), loaded on first use: ``import nbdist``
-does not pay for them.
+Public here: ``ssh(head, workers, user=, key=)``, ``up(FILE)``, ``down(FILE)``,
+``attach(FILE)``, `SSHCluster`, ``load(FILE)`` (a cluster file as a `ClusterSpec`), loaded on
+first use: ``import nbdist`` does not pay for them.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ClusterSpec", "SSHCluster", "down", "load", "ssh", "up"]
+__all__ = ["ClusterSpec", "SSHCluster", "attach", "down", "load", "ssh", "up"]
 
 
 def __getattr__(name: str) -> Any:

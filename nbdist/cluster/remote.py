@@ -51,7 +51,7 @@ from nbdist.cluster import cluster_file, lifetime, ssh_host, standalone, tls
 from nbdist.cluster.cluster_file import ClusterSpec, load
 from nbdist.exceptions import ClusterError
 
-__all__ = ["ClusterSpec", "SSHCluster", "down", "load", "ssh", "up"]
+__all__ = ["ClusterSpec", "SSHCluster", "attach", "down", "load", "ssh", "up"]
 
 Progress = Callable[[str, str], None]
 SSH_TIMEOUT_S = 30.0
@@ -321,6 +321,22 @@ def down(spec: ClusterSpec | str | os.PathLike[str],
         raise _failed("Stopping", errors, f"The other hosts are stopped; run `nbdist down` "
                       f"again once {', '.join(errors)} can be reached.")
     shutil.rmtree(where, ignore_errors=True)
+
+
+def attach(spec: ClusterSpec | str | os.PathLike[str], **kwargs: Any) -> SSHCluster:
+    """Make this process the driver of a cluster that ``nbdist up`` (with this cluster file)
+    started from this machine; ``kwargs`` go to ``nbdist.init``."""
+    spec = _spec(spec)
+    where = folder(spec.name)
+    try:
+        record = json.loads((where / "cluster.json").read_text())
+    except (OSError, ValueError):
+        raise ClusterError(f"Cluster {spec.name!r} was not brought up from this machine (no "
+                           f"{where / 'cluster.json'}); run `nbdist up` with its file first."
+                           ) from None
+    cluster = SSHCluster(spec, where, record["head"], record.get("client", ""))
+    cluster.attach(**kwargs)
+    return cluster
 
 
 class SSHCluster:

@@ -136,6 +136,10 @@ def find_token(address: str, token: str | None = None) -> bytes:
                 text = session.token
                 break
     if not text:
+        brought_up = up_cluster_folder(address)
+        if brought_up is not None:
+            text = (brought_up / "token").read_text()
+    if not text:
         raise ClusterError(
             f"No token for the cluster at {display_address(head_address(address))}. Pass the "
             "token printed by `nbdist start --head` (--token, or NBDIST_TOKEN in the "
@@ -148,6 +152,19 @@ def find_token(address: str, token: str | None = None) -> bytes:
     if len(secret) < 16:
         raise ClusterError("The cluster token is too short (expected 64 hex digits).")
     return secret
+
+
+def up_cluster_folder(address: str) -> Path | None:
+    """The folder ``nbdist up`` made on this machine for the cluster whose head (or client
+    server) is at ``address``: its token and the driver's TLS files (see `remote`)."""
+    want = head_address(address)
+    for record in state_dir().glob("cluster-*/cluster.json"):
+        with contextlib.suppress(OSError, ValueError):
+            data = json.loads(record.read_text())
+            if any(data.get(k) and _same_address(head_address(data[k]), want)
+                   for k in ("head", "client")):
+                return record.parent
+    return None
 
 
 def _same_address(a: str, b: str) -> bool:
@@ -175,6 +192,10 @@ def use_tls(address: str | None, tls: dict[str, str] | None = None) -> dict[str,
             if session.tls and _same_address(session.head, want):
                 chosen = dict(session.tls)
                 break
+        brought_up = None if chosen else up_cluster_folder(address)
+        if brought_up is not None:
+            chosen = {"cert": str(brought_up / "driver.pem"),
+                      "key": str(brought_up / "driver.key"), "ca": str(brought_up / "ca.pem")}
     if chosen:
         if not chosen.get("cert") or not chosen.get("key"):
             raise ValueError("TLS needs both a certificate and its key (--tls-cert, --tls-key).")

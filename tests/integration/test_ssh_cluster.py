@@ -118,7 +118,7 @@ def test_up_from_the_shell_runs_work_on_every_host_and_down_leaves_nothing(
     up = _nbdist(state, "up", str(file))
     daemons: set[int] = set()
     try:
-        _check_up_cluster(hosts, state, name, up, daemons)
+        _check_up_cluster(hosts, state, file, up, daemons)
     finally:
         down = _nbdist(state, "down", str(file))
     assert down.returncode == 0, down.stdout + down.stderr
@@ -127,7 +127,7 @@ def test_up_from_the_shell_runs_work_on_every_host_and_down_leaves_nothing(
     assert not _shm_of(daemons)  # spill files were in the hosts' folders, gone too
 
 
-def _check_up_cluster(hosts: Hosts, state: Path, name: str,
+def _check_up_cluster(hosts: Hosts, state: Path, file: Path,
                       up: subprocess.CompletedProcess[str], daemons: set[int]) -> None:
     """The cluster is up as the cluster file says; ``daemons`` gets the hosts' processes."""
     assert up.returncode == 0, up.stdout + up.stderr
@@ -138,43 +138,43 @@ def _check_up_cluster(hosts: Hosts, state: Path, name: str,
                  if line.strip().startswith(host.address + " ")]
         kinds = [s.split()[0].rstrip(":") for s in steps]
         assert kinds == ["connecting", "setup", "checking", "starting", "joined"], steps
-    folder = state / f"cluster-{name}"
-    record = json.loads((folder / "cluster.json").read_text())
+    record = json.loads((state / f"cluster-{file.stem}" / "cluster.json").read_text())
     head, client = record["head"], record["client"]
     assert (head, client) == (f"{hosts[0].address}:6390", f"{hosts[0].address}:6391")
     # Every daemon listens on its host's address only (no 0.0.0.0, no loopback).
     for host in hosts:
         listening = _listening(host.ns)
         assert listening and all(a.startswith(host.address + ":") for a in listening), listening
-    _work_on_every_host(hosts, state, folder, head, client)
+    _work_on_every_host(hosts, state, file)
     daemons.update(pid for h in hosts for pid in h.pids())
     assert daemons
 
 
-def _work_on_every_host(hosts: Hosts, state: Path, folder: Path, head: str, client: str
-                        ) -> None:
-    """A thin driver on this machine runs a task on each host, passing it a put value; without
-    the cluster's TLS the head does not answer, even with the token."""
-    tls = {"NBDIST_TLS_CERT": str(folder / "driver.pem"), "NBDIST_TLS_KEY": str(folder /
-           "driver.key"), "NBDIST_TLS_CA": str(folder / "ca.pem")}
-    token = (folder / "token").read_text().strip()
+def _work_on_every_host(hosts: Hosts, state: Path, file: Path) -> None:
+    """From this machine: `nbdist status` and a driver (`nbdist.cluster.attach`, a thin driver)
+    find the cluster's token and TLS files by themselves; the driver runs a task on each host,
+    passing it a put value. Without the cluster's TLS the head does not answer, even with the
+    token."""
+    folder = state / f"cluster-{file.stem}"
+    head = json.loads((folder / "cluster.json").read_text())["head"]
+    seen = _nbdist(state, "status", "--address", head)
+    assert seen.returncode == 0 and "3 node(s) alive" in seen.stdout, seen.stdout + seen.stderr
     driver = _python(state, f"""
         import json, os
         import numpy as np
         import nbdist
+        import nbdist.cluster
         from nbdist.cluster import standalone
         from nbdist.exceptions import ClusterError
 
-        # With the token but without the cluster's TLS, the head does not answer.
-        os.environ.pop("NBDIST_TLS_CERT"); os.environ.pop("NBDIST_TLS_KEY")
+        token = open({str(folder / "token")!r}).read().strip()
         try:
-            standalone.head_request({head!r}, bytes.fromhex({token!r}), "nodes", timeout=10)
+            standalone.head_request({head!r}, bytes.fromhex(token), "nodes", timeout=10)
             print("PLAIN: answered")
         except ClusterError as exc:
             print("PLAIN: refused", exc)
-        os.environ.update({tls!r})
 
-        nbdist.init("nbdist://{client}")  # a thin driver: this machine runs no node
+        nbdist.cluster.attach({str(file)!r})
 
         def on(i):
             @nbdist.remote(resources={{f"host{{i}}": 1}})
@@ -187,7 +187,7 @@ def _work_on_every_host(hosts: Hosts, state: Path, folder: Path, head: str, clie
         print("RAN", json.dumps(nbdist.get([on(i).remote(data) for i in (1, 2, 3)],
                                            timeout=120)))
         nbdist.shutdown()
-    """, env={**tls, "NBDIST_TOKEN": token})
+    """)
     assert driver.returncode == 0, driver.stdout + driver.stderr
     assert "PLAIN: refused" in driver.stdout, driver.stdout
     (ran,) = [json.loads(line[4:]) for line in driver.stdout.splitlines()
