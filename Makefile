@@ -26,15 +26,16 @@ lab: $(STAMP)
 	$(BIN)/jupyter lab --notebook-dir=notebooks $(ROOT_FLAG) $(LAB_ARGS)
 
 # The JupyterLab panel (labextension/, TypeScript): npm installs from the lock file; the build
-# writes nbdist/labextension, which is kept in the repository so that installing nbdist needs no
-# Node.js; pip then copies it into the venv's share/jupyter/labextensions. The build runs only
-# when the panel's sources differ from those the kept build was made from (their digest is in
+# writes nbdist/labextension and the inline view's ES module (nbdist/jupyter/static), which are
+# kept in the repository so that installing nbdist needs no Node.js; pip then copies the first
+# into the venv's share/jupyter/labextensions. The build runs only when the panel's sources differ from those the kept build was made from (their digest is in
 # labextension/build.sha256): module ids depend on the checkout's path, so rebuilding unchanged
 # sources elsewhere would rename files for nothing.
 NODE_DEPS := labextension/node_modules/.package-lock.json
 LABEXT_DIGEST = $(shell find labextension/src labextension/style -type f | LC_ALL=C sort | \
 	xargs sha256sum labextension/package.json labextension/package-lock.json \
-	labextension/tsconfig.json | sha256sum | cut -c1-64)
+	labextension/tsconfig.json labextension/widget.config.js labextension/build-widget.js | \
+	sha256sum | cut -c1-64)
 
 $(NODE_DEPS): labextension/package-lock.json
 	cd labextension && npm ci --no-audit --no-fund

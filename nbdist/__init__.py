@@ -72,12 +72,13 @@ def timeline(filename: str | None = None) -> list[dict]:
     return _timeline(filename)
 
 
-def show() -> object:
-    """An inline live view of the cluster (task graph, object store, waits, timeline) for
-    frontends without the JupyterLab panel; returns it (``.close()`` stops it)."""
-    from nbdist.jupyter.liveview import show as _show
+def show(show_internal: bool = False) -> object:
+    """The panel's live views inline, in any notebook frontend (an anywidget; a static snapshot
+    where no widget manager runs); returns it (``.close()`` removes it). ``show_internal``:
+    draw the calls nbdist's libraries make for their runs too."""
+    from nbdist.jupyter.widget import show as _show
 
-    return _show(is_initialized)
+    return _show(show_internal)
 
 
 __all__ = [

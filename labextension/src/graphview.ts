@@ -10,19 +10,24 @@
  * buttons, zoom about the pointer; the drawing is always kept inside the scroll range, so it
  * cannot be lost; "Fit" returns to the fitted view, which follows the graph as it grows.
  * The calls of an actor are drawn in that actor's lane: a band headed by the actor's name with
- * its calls in order, labelled by method.
+ * its calls in order, labelled by method. A library run's members (Tune's trials, Train's
+ * ranks) have lanes of their own: headed by the member, with the call running its code, and
+ * after the calls a line from the run's rows (status, iteration, last metric, what stopped
+ * it). The libraries' own calls (polls, setup, checks) are left out unless "library calls" is
+ * ticked in the toolbar.
  *
  * The canvas is redrawn only in an animation frame and only when the graph changed or the
  * view moved; off-screen nodes are skipped. Hover and click find a node with one lookup.
  *
  * The list has one element per drawn task or group, updated in place (keyed by id), carrying
  * `data-task-state`, `data-task-name`, `data-held` (held by step-through mode: drawn with a
- * dashed outline), the grid cell (`data-col`, `data-row`), the actor of a
- * lane call (`data-lane`) and, for groups, `data-task-count`; focusing one and pressing Enter
+ * dashed outline), the grid cell (`data-col`, `data-row`), the actor or member of a
+ * lane call (`data-lane`), a library's mark (`data-library`, `data-library-role`,
+ * `data-member`) and, for groups, `data-task-count`; focusing one and pressing Enter
  * (or clicking it) selects that node, as a click on the canvas does.
  */
 
-import { GraphNode, PanelModel } from './model';
+import { GraphNode, PanelModel, memberLane, memberTitle } from './model';
 import { Lane, LANE_CALLS } from './layout';
 import { TaskState } from './protocol';
 
@@ -74,6 +79,9 @@ export function nodeLabel(node: GraphNode, inLane: boolean): string {
   if (node.kind === 'object') {
     return 'put';
   }
+  if (node.library?.role === 'work') {
+    return node.name; // the member (a trial, a rank)
+  }
   return inLane ? node.name.slice(node.name.lastIndexOf('.') + 1) : node.name;
 }
 
@@ -98,6 +106,7 @@ export class GraphView {
   private follow = true;
   private drag: { x: number; y: number; moved: boolean } | null = null;
   private drawnRevision = -1;
+  private drawnRuns = -1;
   private listBehind = false;
   private viewMoved = true;
   private stageSize: [number, number] = [0, 0];
@@ -177,11 +186,32 @@ export class GraphView {
     held.append(swatch, 'held');
     legend.appendChild(held);
     bar.appendChild(legend);
+    const toggle = document.createElement('label');
+    toggle.className = 'nbdist-internal-toggle';
+    toggle.title =
+      "Show the calls nbdist's libraries make for their runs (polls, setup, checks); " +
+      'hidden, a run shows as its trials or ranks';
+    const box = document.createElement('input');
+    box.type = 'checkbox';
+    box.className = 'nbdist-show-internal';
+    box.checked = this.model.showInternal;
+    box.addEventListener('change', () => {
+      this.model.setShowInternal(box.checked);
+      this.onShowInternal(box.checked);
+      this.changed();
+    });
+    this.internalBox = box;
+    toggle.append(box, 'library calls');
+    bar.appendChild(toggle);
     return bar;
   }
 
   /** Called when the view needs a frame (it moved, or a node was selected). */
   changed: () => void = () => undefined;
+
+  /** Called when the user shows or hides the library calls. */
+  onShowInternal: (on: boolean) => void = () => undefined;
+  private internalBox: HTMLInputElement | null = null;
 
   private moved(): void {
     this.viewMoved = true;
@@ -196,8 +226,13 @@ export class GraphView {
 
   /** Draw if anything changed since the last frame; cheap when nothing did. */
   render(): void {
+    if (this.internalBox && this.internalBox.checked !== this.model.showInternal) {
+      this.internalBox.checked = this.model.showInternal; // set by the host (the kernel)
+    }
     const revision = this.model.revisions.graph;
-    const graphChanged = revision !== this.drawnRevision;
+    // A member lane's line follows its run's rows: news there redraws the graph too.
+    const runs = this.model.runs.revision;
+    const graphChanged = revision !== this.drawnRevision || runs !== this.drawnRuns;
     if (graphChanged || this.listBehind) {
       this.listBehind = this.syncList(this.model.graphNodes());
       if (this.listBehind) {
@@ -216,6 +251,7 @@ export class GraphView {
       }
     }
     this.drawnRevision = revision;
+    this.drawnRuns = runs;
     this.viewMoved = false;
     this.draw();
   }
@@ -256,10 +292,15 @@ export class GraphView {
     return clamp(Math.ceil(widest) + 2 * PAD, MIN_NODE_W, MAX_NODE_W);
   }
 
-  /** Each lane with what its head says: the actor's name, or its class and a number. */
+  /** Each lane with what its head says: the member (a trial, a rank), the actor's name, or
+   * its class and a number. */
   private laneLabels(): [Lane, string][] {
     const perClass = new Map<string, number>();
     return this.model.lanes().map(lane => {
+      const member = this.model.laneMember(lane.key);
+      if (member) {
+        return [lane, memberTitle(member)];
+      }
       const actor = this.model.actors.get(lane.key);
       const cls = actor?.class_name ?? 'actor';
       const n = (perClass.get(cls) ?? 0) + 1;
@@ -433,7 +474,38 @@ export class GraphView {
           ctx.fillText(this.fitted(label, this.nodeW), PAD, y + NODE_H / 2);
         }
       }
+      const note = this.memberNote(lane.key);
+      if (note && labels) {
+        // After the lane's calls on its last line: what the run says of this member.
+        const line = lane.rows.length - 1;
+        const used = lane.calls - line * LANE_CALLS;
+        const x = (1 + used) * this.cellW;
+        const room = bandW - x - PAD;
+        if (room > 40) {
+          ctx.fillStyle = '#1f2933';
+          ctx.fillText(this.fitted(note, room), x, lane.rows[line] * CELL_H + NODE_H / 2);
+        }
+      }
     }
+  }
+
+  /** A member lane's line from its run's row: status, iteration, last metric, news. */
+  memberNote(key: string): string {
+    const mark = this.model.laneMember(key);
+    const row = mark ? this.model.memberRow(mark) : undefined;
+    if (!row) {
+      return '';
+    }
+    const parts = [row.status.toLowerCase(), `iter ${row.iteration}`];
+    const run = this.model.runs.runs.get(`${mark!.library}:${mark!.run}`);
+    const metric = run?.metrics.find(m => m in row.metrics) ?? Object.keys(row.metrics)[0];
+    if (metric !== undefined) {
+      parts.push(`${metric} ${formatMetric(row.metrics[metric])}`);
+    }
+    if (row.note) {
+      parts.push(row.note);
+    }
+    return parts.join(' · ');
   }
 
   private drawEdges(
@@ -558,10 +630,12 @@ export class GraphView {
       if (item.dataset.held !== held) {
         item.dataset.held = held;
       }
+      const member = node.library?.role === 'work' ? memberLane(node.library) : null;
+      const note = member ? this.memberNote(member) : '';
       const label =
         node.kind === 'group'
           ? `${node.name}: ${node.count} tasks, ${summarize(node.counts)}`
-          : `${node.name}: ${node.state}${node.held ? ' (held)' : ''}`;
+          : `${node.name}: ${node.state}${node.held ? ' (held)' : ''}${note ? ` (${note})` : ''}`;
       if (item.textContent !== label) {
         item.textContent = label;
       }
@@ -590,8 +664,14 @@ export class GraphView {
     item.dataset.col = String(node.col);
     item.dataset.row = String(node.row);
     const actor = node.kind === 'task' ? this.model.tasks.get(node.id)?.actor : null;
-    if (actor) {
-      item.dataset.lane = actor;
+    const lane = node.library?.member ? memberLane(node.library) : actor;
+    if (lane) {
+      item.dataset.lane = lane;
+    }
+    if (node.library) {
+      item.dataset.library = node.library.library;
+      item.dataset.libraryRole = node.library.role;
+      item.dataset.member = node.library.member;
     }
     // Keyboard and assistive technology users select tasks here instead of on the canvas
     // (the list's own listeners serve every item).
@@ -709,6 +789,12 @@ export class GraphView {
     this.tooltip.style.top = `${y + 14}px`;
     this.tooltip.hidden = false;
   }
+}
+
+/** A metric's value in a few digits. */
+export function formatMetric(value: number): string {
+  const abs = Math.abs(value);
+  return abs !== 0 && (abs < 1e-3 || abs >= 1e5) ? value.toExponential(2) : String(+value.toPrecision(4));
 }
 
 export function summarize(counts: Partial<Record<TaskState, number>>): string {

@@ -9,7 +9,15 @@
  * (plus one per live `put` object a task takes) while the kernel sends tasks one by one, one node
  * per group (function and cell) with counts per state once it has switched to grouped mode.
  * Each node gets a grid cell from a StableLayout the first time it appears; the layout starts
- * afresh only when the kind of graph changes (tasks to groups) or the kernel's session does.
+ * afresh only when the kind of graph changes (tasks to groups), the kernel's session does, or
+ * the library calls are shown or hidden.
+ *
+ * Library calls (a task or group with `library_call`, see nbdist.events.marks) are folded: the
+ * plumbing of Tune, Train and the other libraries ('control': polls, setup, checks) is left out
+ * of the graph unless `showInternal` is set, and a call that runs a member's code ('work': a
+ * trial's run, a rank's loop) is drawn as that member, in a lane of its own (`memberLane`),
+ * headed by the member and annotated from the run's rows (status, iteration, last metric,
+ * what stopped it). Shown, a member's control calls join its lane.
  *
  * Views learn what changed from `revision` counters per section and redraw only those.
  */
@@ -23,6 +31,8 @@ import {
   Delta,
   Group,
   KernelMessage,
+  LibraryCall,
+  RunMember,
   SCHEMA_VERSION,
   Snapshot,
   Span,
@@ -53,6 +63,23 @@ export interface GraphNode {
   row: number;
   /** Held by step-through mode: ready, waiting for a step. */
   held?: boolean;
+  /** The mark of a library's call (see nbdist.events.marks). */
+  library?: LibraryCall;
+}
+
+/** Whether a mark is a library's plumbing (hidden unless the library calls are shown). */
+export function isInternal(mark: LibraryCall | undefined): boolean {
+  return mark !== undefined && mark.role !== 'work';
+}
+
+/** The lane of a run's member (a trial, a rank) a library's call serves, if it serves one. */
+export function memberLane(mark: LibraryCall | undefined): string | null {
+  return mark && mark.member ? `member:${mark.library}:${mark.run}:${mark.member}` : null;
+}
+
+/** What a member is called in the graph: 'trial <id>' for Tune, else its own name. */
+export function memberTitle(mark: LibraryCall): string {
+  return mark.library === 'tune' ? `trial ${mark.member}` : mark.member;
 }
 
 /** [from node, to node, weight] */
@@ -136,6 +163,9 @@ export class PanelModel {
 
   private layout = new StableLayout();
   private layoutGrouped = false;
+  private internalShown = false;
+  /** Member lane key -> its mark (the lanes of the last graph). */
+  private memberMarks = new Map<string, LibraryCall>();
   private producer = new Map<string, string>();
   private spans = new Map<string, Map<string, Span>>();
   private graphCache: {
@@ -315,20 +345,50 @@ export class PanelModel {
     return this.graphCache;
   }
 
+  /** Whether the graph shows the libraries' own calls (polls, setup, checks). */
+  get showInternal(): boolean {
+    return this.internalShown;
+  }
+
+  /** Show or hide the libraries' own calls; the graph is laid out afresh. */
+  setShowInternal(on: boolean): void {
+    if (on === this.internalShown) {
+      return;
+    }
+    this.internalShown = on;
+    this.layout = new StableLayout();
+    this.revisions.graph++;
+  }
+
+  /** The mark of the member whose lane this is (undefined: an actor's lane). */
+  laneMember(key: string): LibraryCall | undefined {
+    return this.memberMarks.get(key);
+  }
+
+  /** The run row of the member a lane stands for, if the run is known. */
+  memberRow(mark: LibraryCall): RunMember | undefined {
+    return this.runs.runs.get(`${mark.library}:${mark.run}`)?.members.get(mark.member)?.row;
+  }
+
+  private shown(task: Task | undefined): task is Task {
+    return task !== undefined && (this.internalShown || !isInternal(task.library_call));
+  }
+
   private taskGraph(): { nodes: GraphNode[]; edges: GraphEdge[] } {
     const layout = this.layout;
     const nodes: GraphNode[] = [];
     const edges: GraphEdge[] = [];
-    const tasks = [...this.tasks.values()].sort(
-      (a, b) => (a.submitted ?? 0) - (b.submitted ?? 0) || (a.id < b.id ? -1 : 1)
-    );
+    const tasks = [...this.tasks.values()]
+      .filter(task => this.shown(task))
+      .sort((a, b) => (a.submitted ?? 0) - (b.submitted ?? 0) || (a.id < b.id ? -1 : 1));
     const objectNodes = new Set<string>();
+    this.memberMarks = new Map();
     for (const task of tasks) {
       const preds: string[] = [];
       for (const dep of task.deps) {
         const producer = this.producer.get(dep);
         if (producer !== undefined) {
-          if (this.tasks.has(producer)) {
+          if (this.shown(this.tasks.get(producer))) {
             preds.push(producer);
           }
           continue;
@@ -355,11 +415,17 @@ export class PanelModel {
           });
         }
       }
-      const cell = layout.place(task.id, preds, task.actor);
+      const mark = task.library_call;
+      const member = memberLane(mark);
+      if (member !== null) {
+        this.memberMarks.set(member, mark!);
+      }
+      const cell = layout.place(task.id, preds, member ?? task.actor);
       nodes.push({
         id: task.id,
         kind: 'task',
-        name: task.name,
+        name: mark?.role === 'work' ? memberTitle(mark) : task.name,
+        library: mark,
         state: task.state,
         count: 1,
         counts: { [task.state]: 1 },
@@ -391,9 +457,13 @@ export class PanelModel {
         preds.set(edge[1], list);
       }
     }
-    const groups = [...this.groups.values()].sort(
-      (a, b) => Number(a.id.slice(1)) - Number(b.id.slice(1))
-    );
+    const groups = [...this.groups.values()]
+      .filter(group => this.internalShown || !isInternal(group.library_call))
+      .sort((a, b) => Number(a.id.slice(1)) - Number(b.id.slice(1)));
+    const shown = new Set(groups.map(group => group.id));
+    const kept = edges.filter(([a, b]) => shown.has(a) && shown.has(b));
+    edges.length = 0;
+    edges.push(...kept);
     const nodes = groups.map(group => {
       const cell = layout.place(group.id, preds.get(group.id) ?? []);
       return {
@@ -405,7 +475,8 @@ export class PanelModel {
         counts: group.counts,
         submitter: group.submitter,
         col: cell.col,
-        row: cell.row
+        row: cell.row,
+        library: group.library_call
       };
     });
     return { nodes, edges };

@@ -1,389 +1,73 @@
 /**
- * The nbdist panel: owns the model, the kernel link and the views, and their lifecycle.
- *
- * Messages from the kernel only update the model and ask for an animation frame; each frame
- * renders the views whose part of the model changed (at most one frame per display refresh,
- * however many messages came in between). After rendering, the root element records the
- * kernel time and sequence number of the state now on screen (`data-rendered-time`,
- * `data-rendered-seq`) so a benchmark can measure how far the view is behind the kernel.
+ * The nbdist panel of JupyterLab: a Lumino widget holding a Board (board.ts, every view),
+ * fed by the kernel link (connection.ts) of the active notebook's kernel; cells are named and
+ * found through the notebooks' CellIndex. The panel owns the model, the link and the board,
+ * and their lifecycle.
  */
 
 import { ISessionContext } from '@jupyterlab/apputils';
 import { NotebookPanel } from '@jupyterlab/notebook';
 import { Widget } from '@lumino/widgets';
 
+import { Board } from './board';
 import { CellIndex } from './cells';
-import { KernelLink, StepCommand } from './connection';
-import { GraphView, summarize } from './graphview';
-import { GraphNode, PanelModel } from './model';
-import { Task } from './protocol';
-import { MetricsView } from './metricsview';
-import { RunsView } from './runsview';
-import {
-  el,
-  formatBytes,
-  formatSeconds,
-  ObjectsView,
-  setData,
-  setText,
-  totalsText,
-  WaitsView,
-  WorkersView
-} from './views';
+import { KernelLink } from './connection';
+import { PanelModel } from './model';
 
 export const PANEL_ID = 'nbdist-panel';
-
-
-function time(t: number | null): string {
-  return t === null ? '–' : new Date(t * 1000).toLocaleTimeString();
-}
 
 export class NbdistPanel extends Widget {
   readonly model = new PanelModel();
   private readonly link: KernelLink;
-  private readonly graph: GraphView;
-  private readonly objects: ObjectsView;
-  private readonly waits: WaitsView;
-  private readonly workers: WorkersView;
-  private readonly runs: RunsView;
-  private readonly metrics: MetricsView;
-  private readonly status = el('span', 'nbdist-status');
-  private readonly totals = el('span', 'nbdist-totals');
-  private readonly message = el('div', 'nbdist-message');
-  private readonly details = el('section', 'nbdist-details');
-  private readonly stepBar = el('span', 'nbdist-step-bar');
-  private readonly stepToggle = el('button', 'nbdist-button nbdist-step-toggle', 'Step mode');
-  private readonly stepButtons: HTMLButtonElement[] = [];
-  private readonly stepCount = el('span', 'nbdist-step-count');
-  private stepError = '';
-  private selected: GraphNode | undefined;
-  private frame = 0;
-  private detailsRevision = -1;
-  private notebookName = '';
+  private readonly board: Board;
 
-  constructor(
-    private readonly cells: CellIndex,
-    private readonly showNotebook: (panel: NotebookPanel) => void
-  ) {
+  constructor(cells: CellIndex, showNotebook: (panel: NotebookPanel) => void) {
     super();
     this.id = PANEL_ID;
     this.addClass('nbdist-panel');
     this.title.label = 'nbdist';
     this.title.caption = 'nbdist: task graph, object store, waits and workers';
     this.title.closable = true;
-    this.link = new KernelLink(this.model, () => this.schedule());
-    this.graph = new GraphView(this.model, {
-      select: node => {
-        this.selected = node;
-        this.detailsRevision = -1;
-        this.schedule();
+    this.link = new KernelLink(this.model, () => this.board.schedule());
+    const link = this.link;
+    this.board = new Board(
+      this.model,
+      {
+        status: () => link.status,
+        detail: () => link.detail,
+        refresh: () => link.refresh(),
+        step: command => link.step(command),
+        cellLabel: tag => cells.label(tag),
+        hasCell: tag => cells.has(tag),
+        revealCell: tag => {
+          cells.reveal(tag, showNotebook);
+        }
       },
-      describe: node => this.describe(node)
-    });
-    this.graph.changed = () => this.schedule();
-    this.objects = new ObjectsView(this.model, id => this.taskName(id));
-    this.waits = new WaitsView(this.model, tag => this.cells.label(tag));
-    this.workers = new WorkersView(this.model);
-    this.runs = new RunsView(this.model);
-    this.metrics = new MetricsView(this.model);
-
-    const header = el('header', 'nbdist-header');
-    const refresh = el('button', 'nbdist-button', 'Refresh');
-    refresh.title = 'Ask the kernel for a fresh snapshot (or connect again)';
-    refresh.addEventListener('click', () => this.link.refresh());
-    header.append(this.status, this.totals, this.stepControls(), refresh);
-    this.details.setAttribute('aria-label', 'Selected task');
-    const side = el('div', 'nbdist-side');
-    side.append(this.details, this.waits.node);
-    const grid = el('div', 'nbdist-grid');
-    grid.append(this.graph.node, this.runs.node, side, this.objects.node, this.workers.node);
-    grid.append(this.metrics.node);
-    this.node.append(header, this.message, grid);
-    this.renderDetails();
-  }
-
-  /** Step-through mode: a toggle, Step (one task), Level (the ready set), Run, the count. */
-  private stepControls(): HTMLElement {
-    const bar = this.stepBar;
-    bar.setAttribute('role', 'group');
-    bar.setAttribute('aria-label', 'Step-through mode');
-    const toggle = this.stepToggle;
-    toggle.title = 'Hold each task before it runs, to release them step by step';
-    toggle.setAttribute('aria-pressed', 'false');
-    toggle.addEventListener('click', () => this.sendStep(this.model.step.on ? 'run' : 'on'));
-    bar.appendChild(toggle);
-    const buttons: [string, StepCommand, string][] = [
-      ['Step', 'step', 'Release the task held longest'],
-      ['Level', 'level', 'Release every held task: the ready set of the graph'],
-      ['Run', 'run', 'Release everything held and leave step-through mode']
-    ];
-    for (const [text, command, title] of buttons) {
-      const b = el('button', `nbdist-button nbdist-step-${command}`, text);
-      b.title = title;
-      b.addEventListener('click', () => this.sendStep(command));
-      this.stepButtons.push(b);
-      bar.appendChild(b);
-    }
-    bar.appendChild(this.stepCount);
-    return bar;
-  }
-
-  private sendStep(command: StepCommand): void {
-    void this.link.step(command).then(
-      reply => {
-        this.stepError = reply.status === 'error' ? reply.message ?? 'The step failed.' : '';
-        this.schedule();
-      },
-      error => {
-        this.stepError = `The step failed: ${error}`;
-        this.schedule();
-      }
+      this.node
     );
-  }
-
-  private renderStep(): void {
-    const step = this.model.step;
-    const connected = this.link.status === 'connected';
-    const toggle = this.stepToggle;
-    setData(this.stepBar, 'on', String(step.on));
-    setData(this.stepBar, 'held', String(step.held));
-    if (toggle.getAttribute('aria-pressed') !== String(step.on)) {
-      toggle.setAttribute('aria-pressed', String(step.on));
-    }
-    setText(toggle, step.on ? 'Step mode: on' : 'Step mode');
-    toggle.disabled = !connected;
-    for (const b of this.stepButtons) {
-      b.disabled = !connected || !step.on;
-    }
-    setText(this.stepCount, step.on ? `${step.held} held` : '');
   }
 
   /** Show the cluster of this notebook's kernel (or nothing when null). */
   follow(context: ISessionContext | null, name: string): void {
-    this.notebookName = name;
+    this.board.where = name;
     this.link.bind(context);
-    this.schedule();
+    this.board.schedule();
   }
 
   dispose(): void {
     if (this.isDisposed) {
       return;
     }
-    cancelAnimationFrame(this.frame);
+    this.board.dispose();
     this.link.dispose();
     super.dispose();
   }
 
   protected onAfterShow(): void {
-    this.schedule();
+    this.board.schedule();
   }
 
   protected onResize(): void {
-    this.schedule();
-  }
-
-  private schedule(): void {
-    if (this.frame === 0 && !this.isDisposed) {
-      this.frame = requestAnimationFrame(() => {
-        this.frame = 0;
-        this.render();
-      });
-    }
-  }
-
-  private render(): void {
-    this.renderHeader();
-    this.graph.render();
-    this.waits.render();
-    this.objects.render();
-    this.workers.render();
-    this.runs.render();
-    this.metrics.render();
-    if (this.detailsRevision !== this.model.revisions.graph) {
-      this.renderDetails();
-    }
-    // Written only when a new kernel message is on screen: a benchmark observes the change.
-    setData(this.node, 'renderedSeq', String(this.model.seq));
-    setData(this.node, 'renderedTime', String(this.model.kernelTime));
-  }
-
-  private renderHeader(): void {
-    const model = this.model;
-    const link = this.link;
-    const root = this.node;
-    setData(root, 'linkStatus', link.status);
-    setData(root, 'cluster', String(model.cluster));
-    setData(root, 'grouped', String(model.grouped));
-    const t = model.totals;
-    const where = this.notebookName ? ` · ${this.notebookName}` : '';
-    const states: Record<string, string> = {
-      'no-notebook': 'no notebook',
-      'no-kernel': 'no kernel',
-      connecting: 'connecting…',
-      connected: model.cluster ? 'live' : t.tasks ? 'cluster stopped' : 'no cluster yet',
-      restarting: 'kernel restarting…',
-      unsupported: 'not available',
-      failed: 'disconnected'
-    };
-    setText(this.status, `${states[link.status]}${where}`);
-    setText(
-      this.totals,
-      link.status === 'connected' ? totalsText(t) : ''
-    );
-    this.renderStep();
-    let message = '';
-    let kind = 'info';
-    if (this.stepError) {
-      message = this.stepError;
-      kind = 'error';
-    } else if (model.versionError) {
-      message = model.versionError;
-      kind = 'error';
-    } else if (link.status === 'no-notebook') {
-      message = "Open a notebook: the panel shows the cluster of the active notebook's kernel.";
-    } else if (link.status === 'no-kernel') {
-      message = 'This notebook has no kernel. Start one to see its cluster.';
-    } else if (link.status === 'restarting') {
-      message = 'The kernel is restarting; the panel reconnects when it is back.';
-    } else if (link.status === 'unsupported' || link.status === 'failed') {
-      message = link.detail;
-      kind = 'error';
-    } else if (link.status === 'connected' && !model.cluster) {
-      message =
-        t.tasks === 0
-          ? 'No cluster yet: run nbdist.init() or a %%remote cell in this notebook.'
-          : 'The cluster was shut down; what it did is still shown.';
-      kind = t.tasks === 0 ? 'empty' : 'info';
-    } else if (t.dropped_events > 0) {
-      message =
-        `The kernel skipped ${t.dropped_events} events while busy: ` +
-        'some states may be stale.';
-      kind = 'warning';
-    }
-    setText(this.message, message);
-    if (this.message.hidden !== (message === '')) {
-      this.message.hidden = message === '';
-    }
-    setData(this.message, 'kind', kind);
-  }
-
-  private taskName(taskId: string | null): string {
-    if (taskId === null) {
-      return '–';
-    }
-    return this.model.tasks.get(taskId)?.name ?? taskId;
-  }
-
-  private describe(node: GraphNode): string {
-    if (node.kind === 'group') {
-      const cell = this.cells.label(node.submitter);
-      return `${node.name} (${node.count} tasks ${cell})\n${summarize(node.counts)}`;
-    }
-    if (node.kind === 'object') {
-      const obj = this.model.objects.get(node.name);
-      return `put object ${node.name}${obj ? `\n${formatBytes(obj.size)} on ${obj.node}` : ''}`;
-    }
-    const task = this.model.tasks.get(node.id);
-    if (!task) {
-      return node.name;
-    }
-    const args = task.deps.length ? task.deps.join(', ') : 'none by reference';
-    const lines = [`${task.name}: ${task.state}`, `args: ${args}`];
-    if (task.worker !== null) {
-      lines.push(`node ${task.node}, worker pid ${task.worker}`);
-    }
-    if (task.started !== null) {
-      lines.push(`ran ${formatSeconds((task.ended ?? this.model.kernelTime) - task.started)}`);
-    }
-    if (task.error_type) {
-      lines.push(`${task.error_type}: ${task.error}`);
-    }
-    return lines.join('\n');
-  }
-
-  private renderDetails(): void {
-    this.detailsRevision = this.model.revisions.graph;
-    const details = this.details;
-    const node = this.selected ? this.model.graphNode(this.selected.id) : undefined;
-    details.replaceChildren(el('h3', 'nbdist-heading', 'Details'));
-    if (!node) {
-      details.append(el('p', 'nbdist-note', 'Hover over or click a task in the graph.'));
-      return;
-    }
-    const task = node.kind === 'task' ? this.model.tasks.get(node.id) : undefined;
-    const table = el('dl', 'nbdist-fields');
-    for (const [key, value] of this.fields(node, task)) {
-      table.append(el('dt', '', key), el('dd', '', value));
-    }
-    details.appendChild(table);
-    const tag = task ? task.submitter : node.submitter;
-    if (this.cells.has(tag)) {
-      const jump = el('button', 'nbdist-button nbdist-jump', 'Go to cell');
-      jump.addEventListener('click', () => this.cells.reveal(tag, this.showNotebook));
-      details.appendChild(jump);
-    }
-    const block = (title: string, className: string, text: string) =>
-      details.append(el('h4', 'nbdist-subheading', title), el('pre', className, text));
-    if (task?.error_type) {
-      block('Error', 'nbdist-error', `${task.error_type}: ${task.error}`);
-    }
-    if (task?.stdout.length) {
-      block('Output', 'nbdist-output', task.stdout.join('\n'));
-    }
-    if (node.kind === 'group') {
-      const failed = [...this.model.tasks.values()].filter(
-        t => t.group === node.id && t.state === 'failed'
-      );
-      if (failed.length) {
-        block(
-          'Recent failures',
-          'nbdist-error',
-          failed.map(t => `${t.id}: ${t.error_type}: ${t.error}`).join('\n')
-        );
-      }
-    }
-  }
-
-  /** The key/value rows of the details pane. */
-  private fields(node: GraphNode, task: Task | undefined): [string, string][] {
-    if (task) {
-      const ran =
-        task.started !== null && task.ended !== null
-          ? formatSeconds(task.ended - task.started)
-          : '–';
-      return [
-        ['function', task.name],
-        ['state', task.state + (task.attempt ? ` (retry ${task.attempt})` : '')],
-        ['task id', task.id],
-        ['arguments (refs)', task.deps.join(', ') || 'none'],
-        ['returns', task.returns.join(', ')],
-        ['node / worker', task.node ? `${task.node} / pid ${task.worker}` : 'not started'],
-        ['submitted', time(task.submitted)],
-        ['started', time(task.started)],
-        ['ended', time(task.ended)],
-        ['duration', ran],
-        ['cell', this.cells.label(task.submitter)],
-        ...(task.actor ? [['actor', task.actor] as [string, string]] : [])
-      ];
-    }
-    if (node.kind === 'group') {
-      return [
-        ['function', node.name],
-        ['tasks', String(node.count)],
-        ['states', summarize(node.counts)],
-        ['cell', this.cells.label(node.submitter)]
-      ];
-    }
-    const obj = this.model.objects.get(node.name);
-    return [
-      ['put object', node.name],
-      ...(obj
-        ? ([
-            ['size', formatBytes(obj.size)],
-            ['node', obj.node],
-            ['owner', obj.owner]
-          ] as [string, string][])
-        : [])
-    ];
+    this.board.schedule();
   }
 }

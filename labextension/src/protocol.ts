@@ -3,7 +3,7 @@
  * docs/comm-protocol.md is the contract; a change there bumps SCHEMA_VERSION in both places.
  */
 
-export const SCHEMA_VERSION = 4;
+export const SCHEMA_VERSION = 5;
 export const COMM_TARGET = 'nbdist';
 
 export type TaskState = 'pending' | 'scheduled' | 'running' | 'finished' | 'failed';
@@ -16,6 +16,17 @@ export const TASK_STATES: readonly TaskState[] = [
   'finished',
   'failed'
 ];
+
+/** The mark of a call made by one of nbdist's libraries (nbdist.events.marks). */
+export interface LibraryCall {
+  library: string;
+  /** the run it serves (a search's, a training run's name), '' if none */
+  run: string;
+  /** the member it serves (a trial id, 'rank N'), '' if none */
+  member: string;
+  /** 'control': plumbing, folded away by default; 'work': runs the member's code */
+  role: string;
+}
 
 export interface Task {
   id: string;
@@ -39,6 +50,8 @@ export interface Task {
   stdout: string[];
   /** Held by step-through mode: ready, waiting for a step. */
   held?: boolean;
+  /** Present when one of nbdist's libraries made the call. */
+  library_call?: LibraryCall;
 }
 
 /** Step-through mode: each ready task is held until a step releases it. */
@@ -54,6 +67,8 @@ export interface Group {
   submitter: string | null;
   counts: Partial<Record<TaskState, number>>;
   total: number;
+  /** Present when one of nbdist's libraries made the group's calls. */
+  library_call?: LibraryCall;
 }
 
 /** [from group, to group, tasks of `to` that took a ref made by `from`] */

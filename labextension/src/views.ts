@@ -237,6 +237,27 @@ function nodeCapacity(node: ClusterNode): HTMLElement {
   return row;
 }
 
+/** What a wait's row says: its numbers named ("1 of 2 ready, asked for 1") and its end. */
+export function waitText(wait: Wait): string {
+  const counts = `${wait.ready} of ${wait.total} ready, asked for ${wait.num_returns}`;
+  if (!wait.done) {
+    return `${counts}: waiting`;
+  }
+  if (wait.timed_out) {
+    return `${counts}: timed out after ${formatSeconds((wait.ended ?? wait.started) - wait.started)}`;
+  }
+  return `${counts}: done in ${formatSeconds((wait.ended ?? wait.started) - wait.started)}`;
+}
+
+/** How full a wait's bar is: the share ready while it waits; full once it returned as asked
+ * (a wait for 1 of 2 that got its 1 is finished, not half done). */
+export function waitFill(wait: Wait): number {
+  if (wait.done && !wait.timed_out) {
+    return 1;
+  }
+  return Math.min(1, wait.ready / Math.max(1, wait.total));
+}
+
 export class WaitsView {
   readonly node = el('section', 'nbdist-waits');
   private readonly list = el('ul', 'nbdist-wait-list');
@@ -263,21 +284,19 @@ export class WaitsView {
         row.dataset.waitReady = String(wait.ready);
         row.dataset.waitTotal = String(wait.total);
         row.dataset.waitDone = String(wait.done);
-        row.classList.toggle('nbdist-done', wait.done);
+        row.classList.toggle('nbdist-done', wait.done && !wait.timed_out);
+        row.classList.toggle('nbdist-timed-out', wait.done && wait.timed_out);
         const [label, bar, figure] = Array.from(row.children) as HTMLElement[];
         setText(label, `${wait.call}() ${cellLabel(wait.submitter)}`);
         const fill = bar.children[0] as HTMLElement;
         const mark = bar.children[1] as HTMLElement;
         const total = Math.max(1, wait.total);
-        fill.style.transform = `scaleX(${(wait.ready / total).toFixed(3)})`;
+        fill.style.transform = `scaleX(${waitFill(wait).toFixed(3)})`;
+        // The mark shows where the wait returns while it waits; a finished bar needs none.
+        mark.hidden = wait.done && !wait.timed_out;
         mark.style.left = `${((100 * wait.num_returns) / total).toFixed(1)}%`;
-        mark.title = `returns when ${wait.num_returns} are ready`;
-        const state = wait.done
-          ? wait.timed_out
-            ? ' timed out'
-            : ` done in ${formatSeconds((wait.ended ?? wait.started) - wait.started)}`
-          : '';
-        setText(figure, `${wait.ready} / ${wait.num_returns} / ${wait.total}${state}`);
+        mark.title = `returns when ${wait.num_returns} of ${wait.total} are ready`;
+        setText(figure, waitText(wait));
       }
     );
   }

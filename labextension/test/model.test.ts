@@ -189,3 +189,50 @@ test('reset forgets the old kernel but keeps revisions moving forward', () => {
   assert.equal(model.graphNodes().length, 0);
   assert.ok(model.revisions.graph > graph);
 });
+
+test("library calls are folded: a run's members stand for it, the plumbing shows on demand", () => {
+  const model = new PanelModel();
+  const mark = (member: string, role: string) => ({ library: 'tune', run: 'search', member, role });
+  const create = { ...task('c1', 'TrialActor.__init__', 'finished'), actor: 'A1',
+                   library_call: mark('', 'control') };
+  const run1 = { ...task('r1', 'TrialActor.run', 'running'), actor: 'A1',
+                 library_call: mark('t1', 'work') };
+  const poll1 = { ...task('p1', 'TrialActor.poll', 'finished'), actor: 'A1',
+                  library_call: mark('t1', 'control') };
+  const mine = task('u1', 'preprocess', 'finished');
+  const after = task('u2', 'summarize', 'pending', ['p1.r'], ['p1']);
+  model.apply(snapshot({ tasks: byId([create, run1, poll1, mine, after]) }));
+
+  const shown = model.graphNodes();
+  assert.deepEqual(shown.map(n => n.name).sort(), ['preprocess', 'summarize', 'trial t1']);
+  const trialNode = shown.find(n => n.id === 'r1')!;
+  assert.deepEqual(model.lanes().map(l => l.key), ['member:tune:search:t1']);
+  assert.equal(model.laneMember('member:tune:search:t1')?.member, 't1');
+  assert.equal(model.nodeAt(trialNode.col, trialNode.row)?.id, 'r1');
+  assert.deepEqual(model.graphEdges(), []); // the hidden poll's edge goes with it
+
+  const before = model.revisions.graph;
+  model.setShowInternal(true);
+  assert.ok(model.revisions.graph > before);
+  assert.deepEqual(model.graphNodes().map(n => n.id).sort(), ['c1', 'p1', 'r1', 'u1', 'u2']);
+  // the trial's poll joins the trial's lane; the actor's creation stays in the actor's
+  assert.deepEqual(model.lanes().map(l => [l.key, l.calls]),
+                   [['A1', 1], ['member:tune:search:t1', 2]]);
+  assert.deepEqual(model.graphEdges(), [['p1', 'u2', 1]]);
+  model.setShowInternal(false);
+  assert.equal(model.graphNodes().length, 3);
+});
+
+test('grouped, the groups of library plumbing are hidden unless shown', () => {
+  const model = new PanelModel();
+  const polls = { ...group('g1', 'TrialActor.poll', { finished: 500 }),
+                  library_call: { library: 'tune', run: 's', member: '', role: 'control' } };
+  const work = group('g2', 'work', { running: 3 });
+  model.apply(snapshot({ grouped: true, groups: byId([polls, work]),
+                         group_edges: [['g1', 'g2', 4]] }));
+  assert.deepEqual(model.graphNodes().map(n => n.id), ['g2']);
+  assert.deepEqual(model.graphEdges(), []);
+  model.setShowInternal(true);
+  assert.deepEqual(model.graphNodes().map(n => n.id), ['g1', 'g2']);
+  assert.deepEqual(model.graphEdges(), [['g1', 'g2', 4]]);
+});

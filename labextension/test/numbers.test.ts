@@ -1,8 +1,8 @@
 import { strict as assert } from 'node:assert';
 import { test } from 'node:test';
 
-import { Actor, Totals, Worker } from '../src/protocol';
-import { totalsText, workersCaption } from '../src/views';
+import { Actor, Totals, Wait, Worker } from '../src/protocol';
+import { totalsText, waitFill, waitText, workersCaption } from '../src/views';
 
 function totals(fields: Partial<Totals>): Totals {
   return {
@@ -35,4 +35,16 @@ test('a worker is busy only while up and running a task; dead actors are not ali
   ];
   assert.equal(workersCaption(workers, actors),
                '3 workers, 1 busy now · 1 actors alive, 1 dead');
+});
+
+test("a wait's row names its numbers and a wait that returned as asked reads finished", () => {
+  const wait = (ready: number, done: boolean, timedOut = false): Wait => ({
+    id: 'w1', call: 'wait', num_returns: 1, total: 2, ready, submitter: null, started: 10,
+    ended: done ? 11.61 : null, done, timed_out: timedOut });
+  assert.equal(waitText(wait(1, true)), '1 of 2 ready, asked for 1: done in 1.61 s');
+  assert.equal(waitFill(wait(1, true)), 1);
+  assert.equal(waitText(wait(0, false)), '0 of 2 ready, asked for 1: waiting');
+  assert.equal(waitFill(wait(0, false)), 0);
+  assert.match(waitText(wait(0, true, true)), /^0 of 2 ready, asked for 1: timed out after /);
+  assert.equal(waitFill(wait(1, true, true)), 0.5);
 });

@@ -22,6 +22,7 @@ from nbdist.driver.remote_function import (
     default_returns,
     new_function_id,
 )
+from nbdist.events import marks
 from nbdist.wire import serialization
 from nbdist.wire.serialization import check_picklable
 
@@ -138,7 +139,11 @@ class ActorClass:
     def remote(self, *args: Any, **kwargs: Any) -> ActorHandle:
         if self._check is not None:
             self._check.check(args, kwargs)
-        return current.backend.create_actor(self, args, kwargs)
+        mark = self._options.get("library_call")
+        if mark is None:
+            return current.backend.create_actor(self, args, kwargs)
+        with marks.library_call(marks.as_library_call(mark)):
+            return current.backend.create_actor(self, args, kwargs)
 
     def _remote(self, args: Any = None, kwargs: Any = None, **options: Any) -> ActorHandle:
         """Ray's lower-level form: ``cls._remote(args=[...], kwargs={...}, **options)``."""
@@ -156,7 +161,7 @@ class ActorClass:
 
 
 class ActorMethod:
-    __slots__ = ("_handle", "_name", "_nret", "_task_name", "_check")
+    __slots__ = ("_handle", "_name", "_nret", "_task_name", "_check", "_mark")
 
     def __init__(self, handle: ActorHandle, name: str, nret: int,
                  check: ArgCheck | None = None) -> None:
@@ -165,12 +170,17 @@ class ActorMethod:
         self._nret = nret
         self._task_name = f"{handle._class_name}.{name}"
         self._check = check
+        self._mark: marks.LibraryCall | None = None  # `nbdist.events.marks`
 
     def remote(self, *args: Any, **kwargs: Any) -> Any:
         if self._check is not None:
             self._check.check(args, kwargs)
-        return current.backend.call_method(self._handle, self._name, self._nret,
-                                           self._task_name, args, kwargs)
+        if self._mark is None:
+            return current.backend.call_method(self._handle, self._name, self._nret,
+                                               self._task_name, args, kwargs)
+        with marks.library_call(self._mark):
+            return current.backend.call_method(self._handle, self._name, self._nret,
+                                               self._task_name, args, kwargs)
 
     def _remote(self, args: Any = None, kwargs: Any = None, **options: Any) -> Any:
         """Ray's lower-level form: ``method._remote(args=[...], kwargs={...}, **options)``."""
@@ -183,6 +193,9 @@ class ActorMethod:
                             returns_with_backpressure(options, self._nret), self._check)
         if options.get("name"):
             clone._task_name = options["name"]
+        clone._mark = self._mark
+        if options.get("library_call") is not None:
+            clone._mark = marks.as_library_call(options["library_call"])
         group = options.get("concurrency_group")
         if group is not None:
             if not isinstance(group, str) or not group or "@" in group:

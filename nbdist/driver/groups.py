@@ -102,7 +102,8 @@ def bundle_reservation_check(pg: PlacementGroup) -> PlacementGroup:
     return pg
 
 
-_RESERVATION_CHECK = RemoteFunction(bundle_reservation_check, {"num_cpus": 0})
+_RESERVATION_CHECK = RemoteFunction(bundle_reservation_check,
+                                    {"num_cpus": 0, "library_call": "placement_group"})
 
 
 # ---------------------------------------------------------------------------- the API

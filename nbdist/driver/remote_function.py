@@ -15,6 +15,7 @@ from typing import Any
 from nbdist.backends.base import current
 from nbdist.driver import options as compat
 from nbdist.driver.strategies import strategy_of
+from nbdist.events import marks
 
 # Where work runs (nbdist.driver.groups): accepted by tasks and actors alike.
 SCHEDULING_OPTIONS = frozenset({
@@ -23,15 +24,16 @@ SCHEDULING_OPTIONS = frozenset({
 })
 TASK_OPTIONS = frozenset({
     "num_cpus", "num_gpus", "resources", "num_returns", "max_retries", "retry_exceptions",
-    "name", "memory", "runtime_env", "_generator_backpressure_num_objects",
+    "name", "memory", "runtime_env", "_generator_backpressure_num_objects", "library_call",
 }) | compat.TASK_IGNORED | SCHEDULING_OPTIONS
 ACTOR_OPTIONS = frozenset({
     "num_cpus", "num_gpus", "resources", "max_restarts", "max_task_retries", "max_concurrency",
     "name", "namespace", "lifetime", "get_if_exists", "memory", "runtime_env",
-    "concurrency_groups",
+    "concurrency_groups", "library_call",
 }) | compat.ACTOR_IGNORED | SCHEDULING_OPTIONS
 METHOD_OPTIONS = frozenset({
     "num_returns", "name", "concurrency_group", "_generator_backpressure_num_objects",
+    "library_call",
 }) | compat.METHOD_IGNORED
 # num_returns of a generator: its values as they come, or all of them at its end.
 GENERATOR_RETURNS = ("streaming", "dynamic")
@@ -44,6 +46,8 @@ def check_options(opts: dict[str, Any], valid: frozenset[str], what: str) -> Non
         raise compat.unknown_options(unknown, valid, what)
     compat.check_counts(opts)
     compat.check_compat(opts, what)
+    if opts.get("library_call") is not None:  # nbdist's libraries mark their own calls
+        marks.as_library_call(opts["library_call"])
     for key in ("num_cpus", "num_gpus", "memory"):
         value = opts.get(key)
         if value is not None and (not isinstance(value, (int, float)) or value < 0):
@@ -214,6 +218,8 @@ class RemoteFunction:
             self._retries = 1 << 30
         self._retry_exc = retry_policy(opts.get("retry_exceptions"))
         self._task_name = opts.get("name") or self._name
+        mark = opts.get("library_call")
+        self._mark = None if mark is None else marks.as_library_call(mark)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError(
@@ -233,7 +239,10 @@ class RemoteFunction:
         if self._check is not None:
             self._check.check(args, kwargs)
         # The backend is read once per call: nbdist's engine or Ray, installed by init().
-        return current.backend.submit_task(self, args, kwargs)
+        if self._mark is None:
+            return current.backend.submit_task(self, args, kwargs)
+        with marks.library_call(self._mark):
+            return current.backend.submit_task(self, args, kwargs)
 
     def _remote(self, args: Any = None, kwargs: Any = None, **options: Any) -> Any:
         """Ray's lower-level form: ``f._remote(args=[...], kwargs={...}, **options)``."""

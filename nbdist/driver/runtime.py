@@ -336,8 +336,13 @@ class CoreClient:
             tag = ev.current_submitter()
             if tag is not None:
                 self.task_tags[task_id] = tag
-            ev.publish_later(ev.TaskSubmitted, (_T(), task_id, name, deps, ret_ids, None,
-                                                actor_id or None, tag))
+            mark = ev.current_library_call()
+            if mark is None:
+                ev.publish_later(ev.TaskSubmitted, (_T(), task_id, name, deps, ret_ids, None,
+                                                    actor_id or None, tag))
+            else:  # one of nbdist's libraries made this call (`nbdist.events.marks`)
+                ev.publish_later(ev.TaskSubmitted, (_T(), task_id, name, deps, ret_ids, None,
+                                                    actor_id or None, tag, tuple(mark)))
         direct = self.direct
         if direct is not None:
             if actor_id and method != P.ACTOR_INIT and direct.route(spec, contained):

@@ -35,6 +35,7 @@ Every record is a frozen dataclass with ``kind`` (a stable string) and ``version
 node or the worker where it happened. Ids are the hex strings users see elsewhere.
 
     task_submitted / started / finished / failed / retried      a task's life
+                    (task_submitted.library_call: a library's own call, `marks`)
     object_created  (size, node, owner, task)  object_freed (size, node)
     object_pinned / object_spilled / object_restored (size, node)    the node's store
     wait_begun / wait_progress / wait_done                      get() and wait()
@@ -64,6 +65,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from nbdist.events.fold import DepFold
+from nbdist.events.marks import LibraryCall, current_library_call, library_call
 from nbdist.events.records import (
     EVENT_VERSION,
     FAILED,
@@ -111,7 +113,7 @@ from nbdist.events.records import (
 
 __all__ = [
     "EVENT_VERSION", "FAILED", "FINISHED", "RECORDS", "RETRIED", "RUNNING", "ActorCreated", "ActorDied", "ActorRestarted", "Compact",
-    "DepFold", "Event", "EventBus", "EventsDropped", "Execution", "GroupCounts", "NodeDown", "NodeUp",
+    "DepFold", "Event", "LibraryCall", "current_library_call", "library_call", "EventBus", "EventsDropped", "Execution", "GroupCounts", "NodeDown", "NodeUp",
     "ObjectCreated", "ObjectFreed", "ObjectPinned", "ObjectRestored", "ObjectSpilled",
     "Output", "PullQueue", "Replay", "RunUpdate", "StepMode", "TaskFailed", "TaskFinished",
     "TaskHeld", "TaskRetried",

@@ -23,7 +23,9 @@ from nbdist.ids import hex_id
 # ObjectRestored; ObjectFreed.size and .node_id; every record class has a wire ``code``.
 # 4: RunUpdate (the progress of a library run: a Tune search, a Train run).
 # 5: TaskHeld, StepMode (step-through mode).
-EVENT_VERSION = 5
+# 6: TaskSubmitted.library_call (a library's own call: `nbdist.events.marks`);
+#    TaskSummary.marks.
+EVENT_VERSION = 6
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +115,9 @@ class TaskSubmitted(Event):
     parent_task: str | None
     actor_id: str | None = None
     submitter: str | None = None  # an opaque tag of the caller (e.g. a notebook cell)
+    # (library, run, member, role) when one of nbdist's libraries made the call (a
+    # `marks.LibraryCall`); None for the user's own calls
+    library_call: tuple[str, str, str, str] | None = None
     kind = "task_submitted"
 
 
@@ -389,6 +394,8 @@ class TaskSummary(Event):
     # The records folded in since the previous summary were all published after this (0.0:
     # none): how long the oldest news it carries had waited.
     news_since: float = 0.0
+    # (group index, `marks.LibraryCall` fields) of the groups of a library's own calls
+    marks: tuple[tuple[int, tuple[str, str, str, str]], ...] = ()
     kind = "task_summary"
 
 

@@ -88,6 +88,7 @@ class Tally:
         self.tasks: dict[int, tuple] = {}
         self.groups: dict[Key, list[int]] = {}
         self.order: list[Key] = []
+        self.marks: dict[Key, tuple[str, str, str, str]] = {}  # a library's groups: its mark
         self.deps = ev.DepFold()
         self.objects: dict[int, tuple[str, int, bool, bool]] = {}
         self.workers: dict[tuple[str, int], list[Any]] = {}
@@ -190,7 +191,8 @@ class Tally:
             nodes = tuple((node, running[node], c[1], c[2], c[3])
                           for node, c in self.nodes.items())
             news, self._news_since = self._news_since, 0.0
-            return ev.TaskSummary(now, groups, edges, workers, nodes, self.freed, news)
+            marks = tuple((index[key], mark) for key, mark in self.marks.items())
+            return ev.TaskSummary(now, groups, edges, workers, nodes, self.freed, news, marks)
 
     def _unreported_running(self, now: float, counts: dict[Key, list[int]],
                             running: dict[str, int]) -> dict[tuple[str, int], str]:
@@ -264,7 +266,8 @@ class Tally:
     # Each takes its record's fields in order, ids as ints (`events.fields`).
     def _submitted(self, t: float, task_id: int, name: str, deps: Iterable[int],
                    returns: Iterable[int], parent: int | None = None, actor: int | None = None,
-                   tag: str | None = None) -> None:
+                   tag: str | None = None, mark: tuple[str, str, str, str] | None = None
+                   ) -> None:
         if task_id in self.tasks:
             return
         key = (name, tag)
@@ -272,6 +275,8 @@ class Tally:
         if counts is None:
             counts = self.groups[key] = [0, 0, 0, 0, 0]
             self.order.append(key)
+            if mark is not None:  # a group is its first call's: a library's calls or not
+                self.marks[key] = mark
         missing = self.deps.submitted(task_id, key, deps, returns,
                                       self.objects.__contains__)[0]
         state = PENDING if missing else SCHEDULED

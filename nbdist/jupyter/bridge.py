@@ -167,6 +167,32 @@ class Hub:
             comm.send(error_message(
                 f"Unknown message type {kind!r}: the kernel understands 'request_snapshot'."))
 
+    # ------------------------------------------------------------ other clients
+    def attach(self, client: Any) -> None:
+        """Serve ``client`` (anything with ``send(message)`` and ``comm_id``, e.g. the inline
+        widget, `nbdist.jupyter.widget`) as an open comm: a snapshot now, then the deltas."""
+        if self._unsubscribe is None:
+            self._subscribe()
+        with self._send_lock:
+            client.send(self._snapshot())
+            if client not in self._comms:
+                self._comms.append(client)
+
+    def resend(self, client: Any) -> None:
+        """A fresh snapshot to an attached client (its view asked, e.g. a new view)."""
+        with self._send_lock:
+            if client in self._comms:
+                client.send(self._snapshot())
+
+    def snapshot(self) -> schema.Snapshot:
+        """The state now (for a static rendering); follows the stream if nothing does yet."""
+        if self._unsubscribe is None:
+            with self._model_lock:
+                self._model = Model(clock=self._clock)
+                self._model.apply([events.build(x) for x in events.recent(raw=True)
+                                   if events.kind_of(x) in self._model.kinds()])
+        return self._snapshot()
+
     def close(self, comm: Any) -> None:
         with self._send_lock:
             if comm in self._comms:
@@ -464,6 +490,14 @@ def placement_group(key: Any, row: dict[str, Any]) -> schema.PlacementGroup:
 
 
 _hub: Hub | None = None
+
+
+def hub() -> Hub:
+    """The hub of this kernel (made on first use), also without the panel's comm target."""
+    global _hub
+    if _hub is None:
+        _hub = Hub()
+    return _hub
 
 
 def register(ip: Any = None) -> Hub:

@@ -93,6 +93,10 @@ def _nbdist_parser() -> _Parser:
                           "task (the ready set), `off` or `run` releases all and stops holding")
     step.add_argument("what", nargs="?", default="1", metavar="on|off|N|level|run")
     sub.add_parser("run", help="release every held task and end step-through mode")
+    show = sub.add_parser("show", help="the panel's live views inline, in this cell (any "
+                          "frontend)")
+    show.add_argument("--internal", action="store_true",
+                      help="also draw the calls nbdist's libraries make for their runs")
     p.commands = dict(sub.choices)
     return p
 
@@ -278,7 +282,7 @@ def _start_ray(args: argparse.Namespace) -> None:
 class NbdistMagics(Magics):
     @line_magic
     def nbdist(self, line: str) -> None:
-        """%nbdist start|status|stop|timeline|step|run [options] — manage this kernel's nbdist
+        """%nbdist start|status|stop|timeline|step|run|show [options] — manage this kernel's nbdist
         cluster; step and run drive step-through mode."""
         parser = _nbdist_parser()
         args = _parse(parser, line)
@@ -323,6 +327,10 @@ class NbdistMagics(Magics):
             _step(args.what)
         elif args.command == "run":
             _step("run")
+        elif args.command == "show":
+            from nbdist.jupyter.widget import show
+
+            show(show_internal=args.internal)
         else:
             raise UsageError(f"%nbdist needs a command.\n\n{parser.format_usage()}")
 

@@ -73,6 +73,7 @@ from nbdist.jupyter.model_records import (
     TaskRecord,
     WaitRecord,
     WorkerRecord,
+    library_json,
     ms,
 )
 from nbdist.jupyter.model_records import SCHEMA_VERSION as SCHEMA_VERSION
@@ -194,11 +195,16 @@ class Model:
         if not self.grouped:
             return
         dirty = self._dirty
-        gids = []
+        gids: list[str] = []
         totals = self._totals
         per_state = dict.fromkeys(STATES, 0)
+        marks = dict(summary.marks)
         for name, submitter, *counts in summary.groups:
             group = self._group(name, submitter)
+            mark = marks.get(len(gids))
+            if mark is not None and group.library_call is None:
+                group.library_call = library_json(mark)
+                dirty.groups.add(group.id)
             gids.append(group.id)
             now = dict(zip(STATES, counts, strict=True))
             if now != group.counts:
@@ -395,6 +401,8 @@ class Model:
             return
         group = self._groups.get((e.name, e.submitter)) or self._group(e.name, e.submitter)
         gid = group.id
+        if e.library_call is not None and group.library_call is None:
+            group.library_call = library_json(e.library_call)
         missing, dep_tasks, edges = self._deps.submitted(tid, gid, e.deps, e.returns,
                                                          self._available)
         if edges:

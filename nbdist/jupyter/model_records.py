@@ -49,7 +49,7 @@ def ms(value: float | None) -> float | None:
 class TaskRecord:
     __slots__ = ("id", "name", "state", "deps", "dep_tasks", "returns", "parent", "actor",
                  "submitter", "group", "node", "worker", "submitted", "started", "ended",
-                 "error_type", "error", "attempt", "stdout", "missing", "held")
+                 "error_type", "error", "attempt", "stdout", "missing", "held", "library_call")
 
     def __init__(self, e: ev.TaskSubmitted, group: str, dep_tasks: tuple[str, ...],
                  missing: int) -> None:
@@ -68,31 +68,49 @@ class TaskRecord:
         self.stdout: collections.deque[str] | None = None  # made by its first line
         self.missing = missing  # arguments not ready yet
         self.held = False  # held by step-through mode (TaskHeld) until it starts or ends
+        self.library_call = library_json(e.library_call)
 
     def to_json(self, max_lines: int | None = None) -> schema.Task:
         lines = list(self.stdout) if self.stdout is not None else []
         if max_lines is not None:
             lines = lines[-max_lines:]
-        return {"id": self.id, "name": self.name, "state": self.state, "deps": list(self.deps),
-                "dep_tasks": list(self.dep_tasks), "returns": list(self.returns),
-                "parent": self.parent,
-                "actor": self.actor, "submitter": self.submitter, "group": self.group,
-                "node": self.node, "worker": self.worker, "submitted": ms(self.submitted),
-                "started": ms(self.started), "ended": ms(self.ended),
-                "error_type": self.error_type, "error": self.error, "attempt": self.attempt,
-                "stdout": lines, "held": self.held}
+        out: schema.Task = {
+            "id": self.id, "name": self.name, "state": self.state, "deps": list(self.deps),
+            "dep_tasks": list(self.dep_tasks), "returns": list(self.returns),
+            "parent": self.parent,
+            "actor": self.actor, "submitter": self.submitter, "group": self.group,
+            "node": self.node, "worker": self.worker, "submitted": ms(self.submitted),
+            "started": ms(self.started), "ended": ms(self.ended),
+            "error_type": self.error_type, "error": self.error, "attempt": self.attempt,
+            "stdout": lines, "held": self.held}
+        if self.library_call is not None:
+            out["library_call"] = self.library_call
+        return out
+
+
+def library_json(mark: tuple[str, str, str, str] | None) -> schema.LibraryCall | None:
+    """A record's library mark (`nbdist.events.marks`) as the schema sends it."""
+    if mark is None:
+        return None
+    library, run, member, role = mark
+    return {"library": library, "run": run, "member": member, "role": role}
 
 
 class GroupRecord:
-    __slots__ = ("id", "name", "submitter", "counts")
+    __slots__ = ("id", "name", "submitter", "counts", "library_call")
 
     def __init__(self, gid: str, name: str, submitter: str | None) -> None:
         self.id, self.name, self.submitter = gid, name, submitter
         self.counts = dict.fromkeys(STATES, 0)
+        # A library's calls (as its first task's, or the engine's summary says)
+        self.library_call: schema.LibraryCall | None = None
 
     def to_json(self) -> schema.Group:
-        return {"id": self.id, "name": self.name, "submitter": self.submitter,
-                "counts": dict(self.counts), "total": sum(self.counts.values())}
+        out: schema.Group = {"id": self.id, "name": self.name, "submitter": self.submitter,
+                             "counts": dict(self.counts), "total": sum(self.counts.values())}
+        if self.library_call is not None:
+            out["library_call"] = self.library_call
+        return out
 
 
 class ObjectRecord:

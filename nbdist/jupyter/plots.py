@@ -1,26 +1,19 @@
-"""bokeh figures of the task timeline and the task graph (used by ``%nbdist timeline`` and
-``nbdist.show()``).
+"""bokeh figure of the task timeline (used by ``%nbdist timeline``; the task graph is the
+panel's, also inline: `nbdist.jupyter.widget`).
 
 The data side is pure and testable without a browser: ``timeline_data`` turns executions
-(`nbdist.events.Execution`) into the columns of the timeline's bars, ``graph_data`` turns a
-model snapshot (`model.Model.snapshot`) into the columns of the graph's nodes and edges. The
-figure builders only hand those columns to bokeh.
+(`nbdist.events.Execution`) into the columns of the timeline's bars. The figure builder only
+hands those columns to bokeh.
 
 Timeline: one row per worker ("node · pid"), one bar per execution from its start to its end
 (running ones up to now), coloured by outcome; the hover shows name, duration, state, task id.
 At most ``MAX_BARS`` (the most recent) are drawn, so a 100,000-task run stays light in the page.
-
-Task graph: tasks placed in columns by dependency depth (a task sits right of every task whose
-result it takes) and coloured by state, an edge per dependency. Once the model groups tasks
-(past a few thousand) the graph shows the groups instead (function × cell), sized by their task
-count and coloured by their most urgent state (failed, running, pending, finished).
 """
 
 from __future__ import annotations
 
-import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from nbdist.events import FAILED, FINISHED, RETRIED, RUNNING, Execution
@@ -99,85 +92,6 @@ def timeline_figure(runs: Sequence[Execution], now: float | None = None,
     fig.add_tools(HoverTool(tooltips=[("task", "@name"), ("duration", "@duration"),
                                       ("state", "@state"), ("worker", "@pid"),
                                       ("task id", "@task_id")]))
-    fig.ygrid.grid_line_color = None
-    return fig
-
-
-def _group_state(counts: dict[str, int]) -> str:
-    for state in (FAILED, RUNNING, SCHEDULED, PENDING):
-        if counts.get(state):
-            return state
-    return FINISHED
-
-
-def graph_data(snapshot: Mapping[str, Any]) -> tuple[Columns, Columns]:
-    """(node columns, edge columns) of the task graph of a model snapshot."""
-    nodes: Columns = {k: [] for k in ("x", "y", "id", "name", "state", "color", "size",
-                                      "detail")}
-    edges: Columns = {"x0": [], "y0": [], "x1": [], "y1": [], "src": [], "dst": []}
-    if snapshot.get("grouped"):
-        items = [(g["id"], g["name"], _group_state(g["counts"]), g["total"],
-                  ", ".join(f"{k} {v}" for k, v in g["counts"].items() if v))
-                 for g in snapshot["groups"].values()]
-        deps: dict[str, list[str]] = {}
-        for src, dst, _count in snapshot.get("group_edges", ()):
-            deps.setdefault(dst, []).append(src)
-    else:
-        items = [(t["id"], t["name"], t["state"], 1, t["id"]) for t in snapshot["tasks"].values()]
-        deps = {t["id"]: list(t.get("dep_tasks") or ()) for t in snapshot["tasks"].values()}
-    # Depth: tasks (and groups) come in submission order, so a dependency is placed before the
-    # tasks that take it; cycles between groups (a function feeding itself) are cut there.
-    level: dict[str, int] = {}
-    per_level: dict[int, int] = {}
-    pos: dict[str, tuple[float, float]] = {}
-    for item_id, name, state, count, detail in items:
-        lv = 1 + max((level[d] for d in deps.get(item_id, ()) if d in level), default=-1)
-        level[item_id] = lv
-        y = per_level.get(lv, 0)
-        per_level[lv] = y + 1
-        pos[item_id] = (float(lv), float(-y))
-        nodes["x"].append(float(lv))
-        nodes["y"].append(float(-y))
-        nodes["id"].append(item_id)
-        nodes["name"].append(name)
-        nodes["state"].append(state)
-        nodes["color"].append(COLORS.get(state, COLORS[PENDING]))
-        nodes["size"].append(10 + 8 * math.log10(max(1, count)))
-        nodes["detail"].append(detail)
-    for dst, srcs in deps.items():
-        for src in srcs:
-            if src in pos and dst in pos and src != dst:
-                (x0, y0), (x1, y1) = pos[src], pos[dst]
-                edges["x0"].append(x0)
-                edges["y0"].append(y0)
-                edges["x1"].append(x1)
-                edges["y1"].append(y1)
-                edges["src"].append(src)
-                edges["dst"].append(dst)
-    return nodes, edges
-
-
-def graph_figure(snapshot: Mapping[str, Any],
-                 columns: tuple[Columns, Columns] | None = None) -> Any:
-    """The bokeh task graph of a model snapshot (``columns``: its `graph_data`, if made)."""
-    from bokeh.models import ColumnDataSource, HoverTool
-    from bokeh.plotting import figure
-
-    nodes, edges = columns if columns is not None else graph_data(snapshot)
-    grouped = bool(snapshot.get("grouped"))
-    what = "task groups (function × cell)" if grouped else "tasks"
-    fig = figure(title=f"nbdist task graph: {len(nodes['id'])} {what}", height=320,
-                 sizing_mode="stretch_width", tools="pan,wheel_zoom,box_zoom,reset,save",
-                 x_axis_label="dependency depth")
-    fig.segment(x0="x0", y0="y0", x1="x1", y1="y1", line_color="#999999", line_alpha=0.6,
-                source=ColumnDataSource(edges, name="nbdist_graph_edges"))
-    circles = fig.scatter(x="x", y="y", size="size", fill_color="color", line_color="#333333",
-                          source=ColumnDataSource(nodes, name="nbdist_graph_nodes"))
-    label = "tasks" if grouped else "task id"
-    fig.add_tools(HoverTool(renderers=[circles], tooltips=[("name", "@name"),
-                                                           ("state", "@state"),
-                                                           (label, "@detail")]))
-    fig.yaxis.visible = False
     fig.ygrid.grid_line_color = None
     return fig
 

@@ -11,10 +11,18 @@ from __future__ import annotations
 
 from typing import Literal, TypedDict, Union
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 COMM_TARGET = "nbdist"
 
 TaskState = Literal["pending", "scheduled", "running", "finished", "failed"]
+
+
+class LibraryCall(TypedDict):
+    """The mark of a call that one of nbdist's libraries made (`nbdist.events.marks`)."""
+    library: str
+    run: str
+    member: str
+    role: str  # "control": plumbing, folded away by default; "work": runs the member's code
 
 
 class _TaskFields(TypedDict):
@@ -41,6 +49,7 @@ class _TaskFields(TypedDict):
 
 class Task(_TaskFields, total=False):
     held: bool  # held by step-through mode: ready, waiting for a step
+    library_call: LibraryCall  # present when a library made the call
 
 
 class StepStatus(TypedDict):
@@ -48,12 +57,16 @@ class StepStatus(TypedDict):
     held: int  # tasks held now
 
 
-class Group(TypedDict):
+class _GroupFields(TypedDict):
     id: str
     name: str
     submitter: str | None
     counts: dict[str, int]
     total: int
+
+
+class Group(_GroupFields, total=False):
+    library_call: LibraryCall  # present when a library made the group's calls
 
 
 class _StoredObjectFields(TypedDict):

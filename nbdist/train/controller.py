@@ -107,7 +107,8 @@ class Controller:
         events.bus().flush()
         try:
             while True:
-                values, failed = self._attempt(datasets)
+                with events.library_call("train", self.name):
+                    values, failed = self._attempt(datasets)
                 if not failed:
                     self._publish_all("TERMINATED", "")
                     return self._result(return_value=values.get(0))
@@ -148,9 +149,10 @@ class Controller:
             start = len(self.history)
             self.rounds.clear()  # a failed attempt's unfinished rounds are not resumed
             self._publish_all("RUNNING", "")
-            runs = [actor.run.remote(trainer.train_loop_per_worker, trainer.train_loop_config,
-                                     SessionStart(contexts[rank], self.run_dir, start,
-                                                  checkpoint, staging), datasets)
+            runs = [actor.run.options(library_call=("train", self.name, f"rank {rank}", "work"))
+                    .remote(trainer.train_loop_per_worker, trainer.train_loop_config,
+                            SessionStart(contexts[rank], self.run_dir, start, checkpoint,
+                                         staging), datasets)
                     for rank, actor in enumerate(group.actors)]
             self.group = group
             values, failed = self._follow(group, runs)
@@ -169,7 +171,7 @@ class Controller:
     def _follow(self, group: WorkerGroup,
                 runs: list[Any]) -> tuple[dict[int, Any], dict[int, BaseException]]:
         """Wait on every worker's run and poll until all are done or one fails."""
-        polls = {rank: a.poll.remote(POLL_S) for rank, a in enumerate(group.actors)}
+        polls = {rank: self._poll(a, rank) for rank, a in enumerate(group.actors)}
         running = dict(enumerate(runs))
         values: dict[int, Any] = {}
         failed: dict[int, BaseException] = {}
@@ -194,7 +196,7 @@ class Controller:
                 reports, finished = value
                 self._take(rank, reports)
                 if not finished:
-                    polls[rank] = group.actors[rank].poll.remote(POLL_S)
+                    polls[rank] = self._poll(group.actors[rank], rank)
             if not failed:
                 failed.update(_unanswered(polls, ended))
             if not failed:
@@ -205,6 +207,10 @@ class Controller:
             failed.update(_more_failures(running, failed))
             self._call_back("after_exception", dict(failed))
         return values, failed
+
+    def _poll(self, actor: Any, rank: int) -> Any:
+        return actor.poll.options(library_call=("train", self.name, f"rank {rank}")).remote(
+            POLL_S)
 
     def _drain(self, polls: dict[int, Any], failed: dict[int, BaseException]) -> None:
         """Take what the live workers reported before the failure was seen: a round every

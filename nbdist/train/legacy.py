@@ -80,8 +80,9 @@ class Trainer:
         self._runs += 1
         run_dir = f"{self._storage}/{self._name}/run_{self._runs:03d}"
         try:
-            refs = [actor.run.remote(train_func, config,
-                                     SessionStart(self._contexts[rank], run_dir, 0, None), {})
+            refs = [actor.run.options(library_call=("train", self._name, f"rank {rank}", "work"))
+                    .remote(train_func, config,
+                            SessionStart(self._contexts[rank], run_dir, 0, None), {})
                     for rank, actor in enumerate(group.actors)]
             values = self._check(group, refs)
         except BaseException:
@@ -105,7 +106,7 @@ class Trainer:
         if group is None:
             return
         try:
-            gather([a.teardown.remote() for a in group.actors])
+            gather([a.teardown.options(library_call="train").remote() for a in group.actors])
         finally:
             group.kill()
 

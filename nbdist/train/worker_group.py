@@ -55,6 +55,9 @@ logger = logging.getLogger(__name__)
 WORKER_START_TIMEOUT_S = 30.0
 # A worker's threads: the training function, the driver's poll, the driver's commit.
 CONCURRENCY = 3
+# Train's own calls (actor creation, info, setup, module checks, preloads) are marked so that
+# views fold them into the run (`nbdist.events.marks`).
+TRAIN = "train"
 
 
 class TrainWorker:
@@ -221,12 +224,13 @@ class WorkerGroup:
         cls = nbdist.remote(TrainWorker)
         if self.reuse is None:
             for i, opts in enumerate(per_worker):
-                self.actors.append(cls.options(max_concurrency=CONCURRENCY, **opts).remote(i))
+                self.actors.append(cls.options(max_concurrency=CONCURRENCY, library_call=TRAIN,
+                                               **opts).remote(i))
             return
         for i, node in enumerate(self.nodes):
             if not self._take_pooled(node, self.reuse):
                 self.actors.append(cls.options(
-                    max_concurrency=CONCURRENCY, num_cpus=0,
+                    max_concurrency=CONCURRENCY, num_cpus=0, library_call=TRAIN,
                     scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
                 ).remote(i))
 
@@ -241,7 +245,7 @@ class WorkerGroup:
         return False
 
     def _await_start(self, timeout: float) -> list[WorkerInfo]:
-        refs = [a.info.remote() for a in self.actors]
+        refs = [a.info.options(library_call=TRAIN).remote() for a in self.actors]
         ready, pending = nbdist.wait(refs, num_returns=len(refs), timeout=timeout)
         if pending:
             raise WorkerGroupStartError(
@@ -272,7 +276,8 @@ class WorkerGroup:
         """Set each worker's environment (``env_vars``, then the backend's) and start the
         framework; one call per rank."""
         envs = [{**(env_vars or {}), **env} for env in backend.worker_env(self.infos, contexts)]
-        return [a.setup.remote(rank, contexts[rank], envs[rank], backend)
+        return [a.setup.options(library_call=TRAIN).remote(rank, contexts[rank], envs[rank],
+                                                         backend)
                 for rank, a in enumerate(self.actors)]
 
     def release(self) -> None:
@@ -305,7 +310,8 @@ class WorkerGroup:
 def _still_fresh(actor: Any) -> bool:
     """Whether an idle worker is alive and has no stale module; a stale one is killed."""
     try:
-        stale = nbdist.get(actor.stale_modules.remote(), timeout=WORKER_START_TIMEOUT_S)
+        stale = nbdist.get(actor.stale_modules.options(library_call=TRAIN).remote(),
+                           timeout=WORKER_START_TIMEOUT_S)
     except Exception:  # it died while idle (memory pressure, a node lost)
         logger.debug("an idle training worker is gone", exc_info=True)
         stale = ["(the worker is gone)"]
@@ -333,11 +339,12 @@ def prewarm(kind: str, modules: tuple[str, ...]) -> None:
         cpus = next((n["Resources"].get("CPU", 0.0) for n in nbdist.nodes()
                      if n["NodeID"] == node), 0.0)
         cls = nbdist.remote(TrainWorker).options(
-            max_concurrency=CONCURRENCY, num_cpus=0,
+            max_concurrency=CONCURRENCY, num_cpus=0, library_call=TRAIN,
             scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False))
         for _ in range(worker_pool.prewarm_count(cpus)):
             actor = cls.remote(0, modules)
-            worker_pool.add_prepared(node, kind, actor, actor.preload.remote())
+            worker_pool.add_prepared(node, kind, actor,
+                                     actor.preload.options(library_call=TRAIN).remote())
     except Exception:  # the cluster went away meanwhile: the first run starts its own
         logger.warning("preparing training workers failed", exc_info=True)
 

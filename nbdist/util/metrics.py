@@ -105,7 +105,8 @@ class _Recorder:
             try:
                 if self.actor is None:
                     self.actor = _aggregator(create=attempt == 0)
-                nbdist.get(self.actor.add.remote(batch), timeout=30)
+                nbdist.get(self.actor.add.options(library_call="metrics").remote(batch),
+                           timeout=30)
                 return
             except (ValueError, ActorError) as exc:
                 self.actor, error = None, exc
@@ -134,7 +135,7 @@ def _aggregator(create: bool) -> Any:
     if not create:
         return nbdist.get_actor(AGGREGATOR, namespace=NAMESPACE)
     cls = nbdist.remote(num_cpus=0, name=AGGREGATOR, namespace=NAMESPACE, lifetime="detached",
-                        get_if_exists=True, max_restarts=-1)(_Aggregator)
+                        get_if_exists=True, max_restarts=-1, library_call="metrics")(_Aggregator)
     return cls.remote()
 
 
@@ -150,7 +151,8 @@ def snapshot() -> list[dict[str, Any]]:
         except ValueError:
             return []
         try:
-            return list(nbdist.get(actor.snapshot.remote(), timeout=30))
+            return list(nbdist.get(actor.snapshot.options(library_call="metrics").remote(),
+                                   timeout=30))
         except ActorError:  # a creation that lost the race for the name: ask again
             continue
     return []

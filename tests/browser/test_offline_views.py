@@ -2,12 +2,13 @@
 
 Every request the page makes outside the JupyterLab server is aborted (``context.route``), as on
 a machine offline or behind a proxy, so BokehJS can only come from the kernel's own output. The
-tests run in file order on one notebook and kernel: `%nbdist timeline` twice, ``nbdist.show()``,
-then a page reload with the outputs cleared and `%nbdist timeline` once more. Each check reads
+tests run in file order on one notebook and kernel: `%nbdist timeline` twice, then a page
+reload with the outputs cleared and `%nbdist timeline` once more. Each check reads
 the live bokeh views in the page (``Bokeh.index``): a figure whose data source has a given
 name must hold the expected rows and its canvas must show pixels of the "finished" colour,
-i.e. its glyphs were drawn (the live view replaces its figures as they change, so older views
-of them may linger in the index: the checks look for one that matches). Screenshots go to test-artifacts/browser/.
+i.e. its glyphs were drawn (older views of a figure may linger in the index: the checks look
+for one that matches). The inline live view (``nbdist.show()``) needs no BokehJS: its offline
+test is tests/browser/test_inline_view.py. Screenshots go to test-artifacts/browser/.
 """
 
 from __future__ import annotations
@@ -142,21 +143,6 @@ def test_a_second_timeline_in_the_same_page_does_not_send_bokehjs_again(
     assert notebook.evaluate(LOADERS) == 1
 
 
-def test_the_live_view_draws_its_graph_and_timeline_with_the_cdn_unreachable(
-        notebook: NotebookPage, blocked: list[str]) -> None:
-    notebook.run_cell("view = nbdist.show()")
-    notebook.run_cell(f"assert nbdist.get([square.remote(i) for i in range({TASKS})]) == "
-                      f"[i * i for i in range({TASKS})]")
-    # The view replays the cluster's history: the first tasks are in its figures too.
-    drawn(notebook, "nbdist_graph_nodes", 2 * TASKS)
-    drawn(notebook, "nbdist_timeline", 2 * TASKS)
-    notebook.page.locator(".nbdist-liveview-summary").scroll_into_view_if_needed()
-    notebook.screenshot("offline-live-view")
-    notebook.run_cell("view.stop()")
-    assert notebook.evaluate(LOADERS) == 1
-    assert not [url for url in blocked if "bokeh" in url]
-
-
 def test_after_a_page_reload_the_timeline_sends_bokehjs_again(notebook: NotebookPage) -> None:
     # Cleared and saved, the notebook brings no loader back with it: the fresh page has BokehJS
     # only if the kernel sends it again to this new connection.
@@ -167,7 +153,7 @@ def test_after_a_page_reload_the_timeline_sends_bokehjs_again(notebook: Notebook
     notebook.page.evaluate("async () => { await window.jupyterapp.restored; }")
     assert notebook.page.evaluate("() => window.Bokeh === undefined")
     notebook.run_cell("%nbdist timeline")
-    drawn(notebook, "nbdist_timeline", 2 * TASKS)
+    drawn(notebook, "nbdist_timeline", TASKS)
     assert notebook.evaluate(LOADERS) == 1
     notebook.screenshot("offline-timeline-after-reload")
     notebook.run_cell("nbdist.shutdown()")

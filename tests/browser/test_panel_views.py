@@ -88,6 +88,8 @@ DROPPED = {
     "03-objects.ipynb": ("## A task graph of numpy arrays",),
     "04-actors.ipynb": ("## Four counters", "## A simulation", "## Async and threaded",
                         "## Named actors", "## When a process dies"),
+    # (test_library_notebooks.py) TensorFlow's start-up, and a worker killed on purpose.
+    "07-training.ipynb": ("## The same with TensorFlow", "## A worker dies"),
 }
 
 

@@ -4,7 +4,9 @@ inline view in the cell that ran ``fit()``.
 The search: four trials of a trainable that prints and reports a loss every iteration, under
 ASHA, which stops the worse trials early. Checked in the page: the panel's Runs section lists
 the four trials with their final status, draws a curve per trial and marks where the scheduler
-stopped trials; the cell shows the inline view (its bokeh curves drawn from the kernel's own
+stopped trials; its graph shows the search as four trial lanes with none of Tune's own calls
+(polls, actor creation) unless "library calls" is ticked, and the Runs view was brought into
+view when the search started; the cell shows the inline view (its bokeh curves drawn from the kernel's own
 BokehJS, every outside request aborted) and the trials' printed lines grouped per trial.
 At a wide panel the Runs row spans the grid's two columns under the other views. Screenshots:
 test-artifacts/browser/runs-view-panel.png, runs-view-inline.png, runs-view-wide.png.
@@ -93,8 +95,38 @@ def test_a_tune_search_shows_its_trials_and_curves_in_the_panel_and_inline(
     stops = page.locator(f'{RUNS} [data-mark-kind="stopped"]')
     assert stops.count() >= 1
     assert page.locator(f"{RUNS} .nbdist-run-metric").input_value() == "loss"
+    # The search started: the Runs view was brought into view.
+    assert page.locator(f"{PANEL}[data-revealed-runs]").count() == 1
     page.locator(RUNS).scroll_into_view_if_needed()
     notebook.screenshot("runs-view-panel")
+
+    # The graph shows the search as its trials: one lane per trial, no Tune plumbing; the
+    # "library calls" toggle shows the polls and actor creations, in the trials' lanes.
+    nodes = f"{PANEL} .nbdist-graph-nodes li"
+    page.wait_for_function(
+        "(sel) => document.querySelectorAll(sel + '[data-library-role=\"work\"]').length === 4",
+        arg=nodes)
+    assert page.locator(f'{nodes}[data-library-role="control"]').count() == 0
+    names = page.locator(nodes).evaluate_all("items => items.map(i => i.dataset.taskName)")
+    assert not [n for n in names if n.startswith("TrialActor")], names
+    lanes = set(page.locator(f'{nodes}[data-library-role="work"]').evaluate_all(
+        "items => items.map(i => i.dataset.lane)"))
+    assert len(lanes) == 4 and all(lane.startswith("member:tune:") for lane in lanes), lanes
+    terminated = page.locator(f'{nodes}[data-library-role="work"]').evaluate_all(
+        "items => items.map(i => i.textContent)")
+    assert all("terminated" in t and "iter" in t for t in terminated), terminated
+    notebook.screenshot("runs-view-trial-lanes")
+    page.locator(f"{PANEL} .nbdist-show-internal").check()
+    page.wait_for_function(
+        "(sel) => document.querySelectorAll(sel + '[data-library-role=\"control\"]').length > 4",
+        arg=nodes)
+    polls = page.locator(f'{nodes}[data-library-role="control"][data-member]').evaluate_all(
+        "items => items.filter(i => i.dataset.member).map(i => i.dataset.lane)")
+    assert polls and set(polls) <= lanes
+    page.locator(f"{PANEL} .nbdist-show-internal").uncheck()
+    page.wait_for_function(
+        "(sel) => document.querySelectorAll(sel + '[data-library-role=\"control\"]').length === 0",
+        arg=nodes)
 
     # Inline: the run's view in the cell, its curves drawn by the kernel's own BokehJS.
     cell = page.locator(".jp-Cell").last

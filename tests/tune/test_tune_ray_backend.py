@@ -42,8 +42,10 @@ def curve(config: dict[str, Any]) -> None:
 
 @pytest.mark.usefixtures("ray_cluster")
 def test_search_with_scheduler_and_failure_on_ray(tmp_path: Any) -> None:
+    from nbdist import events
     from nbdist.tune.schedulers import ASHAScheduler
 
+    before = {id(item) for item in events.recent(raw=True)}
     grid = tune.Tuner(
         curve, param_space={"q": tune.grid_search([1.0, 0.5, 0.25, 0.0])},
         tune_config=tune.TuneConfig(metric="acc", mode="max", scheduler=ASHAScheduler(
@@ -56,6 +58,13 @@ def test_search_with_scheduler_and_failure_on_ray(tmp_path: Any) -> None:
     assert isinstance(by_q[0.0].error, tune.TrialError) and "q=0 fails" in str(by_q[0.0].error)
     assert grid.get_best_result().config["q"] == 1.0
     assert os.getpid() not in {r.metrics["pid"] for r in grid if r.metrics.get("pid")}
+    # The search's own calls carry Tune's mark on Ray too (set through the public API), each
+    # trial's run as that trial's work.
+    fresh = [events.build(item) for item in events.recent(raw=True) if id(item) not in before]
+    submitted = [e for e in fresh if isinstance(e, events.TaskSubmitted)]
+    assert submitted and all(e.library_call and e.library_call[0] == "tune" for e in submitted)
+    work = {e.library_call[2] for e in submitted if e.library_call[3] == "work"}
+    assert work == {r.metrics["trial_id"] for r in grid if r.metrics.get("trial_id")}
 
 
 def test_ray_tune_imports_beside_nbdist_tune() -> None:

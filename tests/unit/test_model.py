@@ -433,3 +433,37 @@ def test_a_stopped_cluster_leaves_no_actor_alive_and_no_worker_busy(
     snap = fed.model.snapshot()
     assert [(w["state"], w["task_name"]) for w in snap["workers"].values()] == [("down", None)]
     assert [(n["state"], n["running"]) for n in snap["nodes"].values()] == [("down", 0)]
+
+
+def test_library_marks_reach_the_panel_before_and_after_grouping(clock: Clock) -> None:
+    poll = ("tune", "search", "t1", "control")
+    work = ("tune", "search", "t1", "work")
+    fed = Fed(clock, group_threshold=6)
+
+    def marked(n: int, name: str, mark: tuple[str, str, str, str] | None) -> ev.TaskSubmitted:
+        return ev.TaskSubmitted(clock(), hx(n), name, (), (hx(n + 1),), None, None, "c1", mark)
+
+    fed.apply([marked(0, "TrialActor.run", work), marked(10, "TrialActor.poll", poll),
+               marked(20, "mine", None)])
+    snap = fed.model.snapshot()
+    tasks = {t["name"]: t for t in snap["tasks"].values()}
+    assert tasks["TrialActor.run"]["library_call"] == {
+        "library": "tune", "run": "search", "member": "t1", "role": "work"}
+    assert tasks["TrialActor.poll"]["library_call"]["role"] == "control"
+    assert "library_call" not in tasks["mine"]  # the user's own call: no mark sent
+    groups = {g["name"]: g for g in snap["groups"].values()}
+    assert groups["TrialActor.poll"]["library_call"]["role"] == "control"
+    assert "library_call" not in groups["mine"]
+    # Grouped, a group's mark comes from the engine's summary (the tally keeps it).
+    fed.apply([marked(100 + 10 * i, "TrialActor.poll", poll) for i in range(4)]
+              + [marked(200, "bundle_reservation_check", ("placement_group", "", "", "control"))])
+    switch = fed.model.take_delta()
+    assert switch is not None and switch["grouped"]
+    groups = {g["name"]: g for g in switch["groups"].values()}
+    assert groups["bundle_reservation_check"]["library_call"]["library"] == "placement_group"
+    assert groups["TrialActor.poll"]["total"] == 5
+    summary = fed.tally.snapshot(clock())
+    names = [g[0] for g in summary.groups]
+    assert {names[i]: mark[3] for i, mark in summary.marks} == {
+        "TrialActor.run": "work", "TrialActor.poll": "control",
+        "bundle_reservation_check": "control"}

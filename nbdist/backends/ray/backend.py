@@ -217,8 +217,9 @@ class RayBackend:
                 # this record, which must come before the task itself can print.
                 worker.outbox.send(wait=False)
             return
+        mark = ev.current_library_call()
         ev.publish(ev.TaskSubmitted(time.time(), task_hex, name, tuple(deps), returns, None,
-                                    actor, tag))
+                                    actor, tag, mark))
         if self.poller is not None:
             self.poller.track(task_hex, name)
         if tag is not None and raw:

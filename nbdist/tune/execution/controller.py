@@ -83,6 +83,7 @@ class _Run:
     run_ref: Any
     started: float
     key: str  # names this start of the trial in the actor's polls
+    trial_id: str = ""
     poll_ref: Any = None
     answered: int = 0  # poll replies taken, compared with the polls ``run`` says took reports
     decision: str = ""
@@ -141,13 +142,16 @@ class TuneController:
 
     # ------------------------------------------------------------ the loop
     def run(self) -> list[Trial]:
-        try:
-            while self.step():
-                pass
-        except KeyboardInterrupt:
-            self.interrupt()
-        finally:
-            self.finish()
+        # Every call the search makes is Tune's own (actors, checks), shown folded into the
+        # search by the views; a trial's ``run`` is marked as that trial's work.
+        with nbdist.events.library_call("tune", self.run_name):
+            try:
+                while self.step():
+                    pass
+            except KeyboardInterrupt:
+                self.interrupt()
+            finally:
+                self.finish()
         return self.trials
 
     def step(self) -> bool:
@@ -261,8 +265,9 @@ class TuneController:
         }
         self.starts += 1
         spec["run_key"] = f"{trial.trial_id}/{self.starts}"
-        self.running[trial] = _Run(slot, slot.handle.run.remote(spec), time.monotonic(),
-                                   spec["run_key"])
+        work = ("tune", self.run_name, trial.trial_id, "work")
+        self.running[trial] = _Run(slot, slot.handle.run.options(library_call=work).remote(spec),
+                                   time.monotonic(), spec["run_key"], trial.trial_id)
         resumed = trial.status == Trial.PAUSED or trial.num_failures or restore is not None
         trial.status = Trial.RUNNING
         trial.stopping = ""
@@ -331,7 +336,9 @@ class TuneController:
         self.storage.flush()
 
     def send_poll(self, run: _Run, decision: str) -> None:
-        run.poll_ref = run.slot.handle.poll.remote(run.key, decision, POLL_TIMEOUT_S)
+        mark = ("tune", self.run_name, run.trial_id)
+        run.poll_ref = run.slot.handle.poll.options(library_call=mark).remote(
+            run.key, decision, POLL_TIMEOUT_S)
 
     def on_reply(self, trial: Trial, run: _Run, ref: Any) -> None:
         try:

@@ -23,6 +23,8 @@ from .types import Backend, CollectiveError, GroupNotInitializedError, ReduceOp
 _groups: dict[str, tuple[Group, Any]] = {}  # name -> (group, its coordinator's handle)
 _declared: dict[str, Any] = {}  # coordinators this driver made with create_collective_group
 _lock = threading.Lock()
+# The coordinator calls are the library's own (`nbdist.events.marks`): views fold them.
+_MARK = "collective"
 
 
 def _check_membership(world_size: int, rank: int) -> None:
@@ -66,7 +68,7 @@ def _coordinator(name: str, world_size: int, rank: int, backend: str, deadline: 
     coord = coordinator.lookup(name)
     if coord is None and rank == 0:
         return coordinator.coordinator_class().options(
-            name=coordinator.PREFIX + name, get_if_exists=True,
+            name=coordinator.PREFIX + name, get_if_exists=True, library_call=_MARK,
         ).remote(world_size, backend, None)
     return coord if coord is not None else coordinator.find(name, deadline)
 
@@ -78,7 +80,8 @@ def _form(name: str, world_size: int, rank: int, backend: str, coord: Any,
     try:
         info = {"host": host, "port": listener.getsockname()[1], "shm": shm.available(),
                 "node": nbdist.get_runtime_context().get_node_id()}
-        roster = nbdist.get(coord.register.remote(rank, world_size, backend, info, timeout),
+        roster = nbdist.get(coord.register.options(library_call=_MARK).remote(
+            rank, world_size, backend, info, timeout),
                             timeout=timeout + 10)
         peers = roster["peers"]
         one_node = all(p["node"] == info["node"] and p["shm"] for p in peers)
@@ -110,8 +113,8 @@ def create_collective_group(actors: Sequence[Any], world_size: int, ranks: Seque
         raise ValueError(f"Collective group {group_name!r} already exists.")
     members = {_actor_key(a): r for a, r in zip(actors, ranks, strict=True)}
     _declared[group_name] = coordinator.coordinator_class().options(
-        name=coordinator.PREFIX + group_name).remote(world_size, Backend.parse(backend), members,
-                                                     gloo_timeout)
+        name=coordinator.PREFIX + group_name, library_call=_MARK,
+    ).remote(world_size, Backend.parse(backend), members, gloo_timeout)
 
 
 def _actor_key(handle: Any) -> str:
@@ -156,7 +159,8 @@ def _group(name: str) -> Group:
     if nbdist.is_initialized():
         actor_id = nbdist.get_runtime_context().get_actor_id()
         coord = coordinator.lookup(name) if actor_id else None
-        place = None if coord is None else nbdist.get(coord.declared.remote(actor_id))
+        place = None if coord is None else nbdist.get(
+            coord.declared.options(library_call=_MARK).remote(actor_id))
         if place is not None:
             init_collective_group(place["world_size"], place["rank"], place["backend"], name,
                                   place["timeout_ms"])

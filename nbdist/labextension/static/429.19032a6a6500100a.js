@@ -281,6 +281,10 @@
   background: #27ae60;
 }
 
+.nbdist-timed-out .nbdist-bar-fill {
+  background: #f2994a;
+}
+
 .nbdist-bar-mark {
   position: absolute;
   top: 0;
