@@ -21,6 +21,7 @@ The folder's address in its name keeps hosts apart when several share a file sys
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
 import os
@@ -114,8 +115,27 @@ def _stop_folder(folder: Path) -> list[int]:
         _use_folder(folder)
         for session in sorted(standalone.sessions(), key=lambda s: s.role != "node"):
             stopped += standalone.stop_session(session)
+        _end_holds(folder)
         shutil.rmtree(folder, ignore_errors=True)
     return stopped
+
+
+def _end_holds(folder: Path) -> None:
+    """End the ``hold`` processes of ``folder`` (a ``down`` from another process than the one
+    that ran ``up``): each left its pid as ``hold.<pid>``."""
+    import signal
+
+    for mark in folder.glob("hold.*"):
+        pid = int(mark.suffix[1:]) if mark.suffix[1:].isdigit() else 0
+        if pid <= 0 or pid == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if b"_ssh-host" not in f.read():
+                    continue
+            os.kill(pid, signal.SIGTERM)
+        except OSError:
+            continue
 
 
 def _hold(folder: Path) -> None:
@@ -124,6 +144,8 @@ def _hold(folder: Path) -> None:
     import signal
 
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a hung-up session is the signal to stop
+    with contextlib.suppress(OSError):
+        (folder / f"hold.{os.getpid()}").touch(mode=0o600)
     while sys.stdin.buffer.read(65536):
         pass
     _stop_folder(folder)

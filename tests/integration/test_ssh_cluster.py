@@ -254,11 +254,10 @@ def test_a_host_that_fails_to_start_is_named_and_up_stops_the_others(
 
 
 # --------------------------------------------------------------------------- python form
-def test_the_python_form_stops_at_the_end_of_its_block_and_ends_with_its_process(
-        hosts: Hosts, state: Path, tmp_path: Path) -> None:
-    name = f"py{os.getpid()}"
-    ready = tmp_path / "ready"
-    driver = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+def _python_form(hosts: Hosts, name: str, ready: Path, with_block: bool) -> str:
+    """A script: (``with_block``: a ``with nbdist.cluster.ssh(...)`` block first, then) a
+    cluster from ``nbdist.cluster.ssh(...)`` that it holds until it is killed."""
+    return textwrap.dedent(f"""
         import time
         import nbdist
         import nbdist.cluster
@@ -273,30 +272,67 @@ def test_the_python_form_stops_at_the_end_of_its_block_and_ends_with_its_process
                 user={hosts.user!r}, key={str(hosts.key)!r}, name={name!r},
                 resources={{h: {{"host": 1}} for h in {[h.address for h in hosts]!r}}})
 
-        with ssh() as cluster:
-            print("NODES", len({{nbdist.get(where.remote()) for _ in range(6)}}) >= 1,
-                  len(cluster.status()["nodes"]), flush=True)
-        print("AFTER BLOCK", nbdist.is_initialized(), flush=True)
+        if {with_block!r}:
+            with ssh() as cluster:
+                print("NODES", len(cluster.status()["nodes"]),
+                      nbdist.get(where.remote(), timeout=120) is not None, flush=True)
+            print("AFTER BLOCK", nbdist.is_initialized(), flush=True)
         cluster = ssh()
-        print("AGAIN", nbdist.get(where.remote(), timeout=120) is not None, flush=True)
+        print("HELD", nbdist.get(where.remote(), timeout=120) is not None, flush=True)
         open({str(ready)!r}, "w").close()
         time.sleep(600)
-        """)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(state))
+        """)
+
+
+def _run_until_ready(script: str, state: Path, ready: Path) -> subprocess.Popen[str]:
+    driver = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=_env(state))
+    ok = until(lambda: ready.exists() or driver.poll() is not None, timeout=240)
+    if not ok or driver.poll() is not None:
+        driver.kill()
+        raise AssertionError(driver.communicate())
+    return driver
+
+
+def _kill(driver: subprocess.Popen[str]) -> str:
+    driver.kill()
+    out, err = driver.communicate(timeout=60)
+    return out + err
+
+
+def test_the_python_form_ends_with_its_process_also_when_killed(
+        hosts: Hosts, state: Path, tmp_path: Path) -> None:
+    name = f"py{os.getpid()}"
+    ready = tmp_path / "ready"
+    driver = _run_until_ready(_python_form(hosts, name, ready, False), state, ready)
     try:
-        assert until(lambda: ready.exists() or driver.poll() is not None, timeout=240)
-        assert driver.poll() is None, driver.communicate()
         assert all(h.pids() for h in hosts), [h.process_lines() for h in hosts]
-        driver.kill()  # as a kernel that is killed: nothing runs down() for it
-        out, err = driver.communicate(timeout=60)
     finally:
-        if driver.poll() is None:
-            driver.kill()
-            driver.wait()
-    assert "NODES True 3" in out and "AFTER BLOCK False" in out and "AGAIN True" in out, \
-        out + err
+        out = _kill(driver)  # as a kernel that is killed: nothing runs down() for it
+    assert "HELD True" in out, out
     # Each host's held SSH session ended with the process: the hosts stopped on their own.
     assert until(lambda: not any(h.pids() for h in hosts) and not _host_folders(name),
                  timeout=60), [h.process_lines() for h in hosts]
+
+
+def test_the_python_form_stops_at_the_end_of_its_block_and_down_from_a_shell_ends_all(
+        hosts: Hosts, state: Path, tmp_path: Path) -> None:
+    name = f"pyw{os.getpid()}"
+    ready = tmp_path / "ready"
+    driver = _run_until_ready(_python_form(hosts, name, ready, True), state, ready)
+    try:
+        assert all(h.pids() for h in hosts), [h.process_lines() for h in hosts]
+        # `nbdist down` from a shell, while the process that holds the cluster still runs:
+        # the hosts' daemons and the sessions that held them end.
+        down = _nbdist(state, "down", str(_cluster_file(hosts, tmp_path, name)))
+        assert down.returncode == 0, down.stdout + down.stderr
+        assert until(lambda: not any(h.pids() for h in hosts), timeout=30), \
+            [h.process_lines() for h in hosts]
+        assert driver.poll() is None
+    finally:
+        out = _kill(driver)
+    assert "NODES 3 True" in out and "AFTER BLOCK False" in out and "HELD True" in out, out
+    _assert_nothing_started(hosts, state, name)
 
 
 # --------------------------------------------------------------------------- a lost host
