@@ -275,18 +275,18 @@ def up(spec: ClusterSpec | str | os.PathLike[str], progress: Progress = print_pr
     spec = _spec(spec)
     where = _prepare(spec)
     cluster = SSHCluster(spec, where, "")
-    started: list[str] = []
+    starting = False
     try:
         _, errors = _parallel(spec.hosts, lambda h: _check(cluster.ssh, spec, h, progress))
         if errors:
             raise _failed("Checking the hosts", errors, "Nothing was started.")
+        starting = True
         head_info = cluster.start(spec.head, "", progress, hold)
-        started.append(spec.head)
         cluster.address, cluster.client = head_info["head"], head_info.get("client", "")
         results, errors = _parallel(
             spec.workers, lambda h: cluster.start(h, cluster.address, progress, hold))
-        started += list(results)
         if errors:
+            started = [spec.head, *results]
             raise _failed("Starting nodes", errors,
                           f"Stopped what had started on {', '.join(started)}.")
         cluster.wait_joined()
@@ -295,7 +295,10 @@ def up(spec: ClusterSpec | str | os.PathLike[str], progress: Progress = print_pr
              "hosts": spec.hosts, "held_by": os.getpid() if hold else 0}, indent=1))
         return cluster
     except BaseException:
-        _parallel(started, lambda h: _stop_host(cluster.ssh, spec, h))
+        # Every host, not only those known to have started: an interrupt may come while
+        # some are starting (a host where nothing runs answers that nothing was found).
+        if starting:
+            _parallel(spec.hosts, lambda h: _stop_host(cluster.ssh, spec, h))
         cluster.release()
         shutil.rmtree(where, ignore_errors=True)
         raise
