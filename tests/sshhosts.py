@@ -249,7 +249,7 @@ def ssh_hosts(count: int, tmp: Path) -> Iterator[Hosts]:
     subnet = f"10.{214 + pid % 30}.{pid // 30 % 250}"
     Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege separation dir
     keys = tmp / "client"
-    keys.mkdir()
+    keys.mkdir(parents=True)
     _keygen(keys / "id_ed25519")
     _keygen(keys / "wrong_ed25519")
     authorized = keys / "authorized_keys"

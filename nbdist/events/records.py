@@ -23,8 +23,8 @@ from nbdist.ids import hex_id
 # ObjectRestored; ObjectFreed.size and .node_id; every record class has a wire ``code``.
 # 4: RunUpdate (the progress of a library run: a Tune search, a Train run).
 # 5: TaskHeld, StepMode (step-through mode).
-# 6: TaskSubmitted.library_call (a library's own call: `nbdist.events.marks`);
-#    TaskSummary.marks.
+# 6: TaskSubmitted.library_call and WaitBegun.library_call (a library's own call or wait:
+#    `nbdist.events.marks`); TaskSummary.marks.
 EVENT_VERSION = 6
 
 
@@ -230,6 +230,8 @@ class WaitBegun(Event):
     num_returns: int
     ready: int
     submitter: str | None = None
+    # set when one of nbdist's libraries waits (`marks.LibraryCall` fields), as on TaskSubmitted
+    library_call: tuple[str, str, str, str] | None = None
     kind = "wait_begun"
 
 

@@ -1,9 +1,9 @@
-"""``nbdist up`` / ``down`` (shell, ``%nbdist``, and ``nbdist.cluster.ssh``) on three simulated
-machines: network namespaces on a bridge, each with its own address and a real sshd (see
+"""``nbdist up`` / ``down`` from a shell and ``nbdist.cluster.ssh`` on three simulated machines:
+network namespaces on a bridge, each with its own address and a real sshd (see
 tests/sshhosts.py). The notebook's side runs in the root namespace and reaches the hosts only
-through their addresses, over SSH and over the cluster's TLS connections.
-
-The three hosts are shared by the module's tests; the last one powers a host off.
+through their addresses, over SSH and over the cluster's TLS connections. The three hosts are
+shared by the module's tests. ``%nbdist up`` in a real kernel, and a host powered off while
+the cluster runs, are in tests/jupyter/test_ssh_kernel.py.
 """
 
 from __future__ import annotations
@@ -333,83 +333,3 @@ def test_the_python_form_stops_at_the_end_of_its_block_and_down_from_a_shell_end
         out = _kill(driver)
     assert "NODES 3 True" in out and "AFTER BLOCK False" in out and "HELD True" in out, out
     _assert_nothing_started(hosts, state, name)
-
-
-# --------------------------------------------------------------------------- a lost host
-def _magic_driver(file: Path, ready: Path, gone: Path) -> str:
-    """A kernel's cells as a script: %nbdist up, a task on the third host, then (once the test
-    has powered that host off) %nbdist status, work on the others, and %nbdist down."""
-    return textwrap.dedent(f"""
-        import json, os
-        from IPython.core.interactiveshell import InteractiveShell
-        import nbdist
-        from nbdist.jupyter.magics import status_html
-        from polling import poll, until
-
-        ip = InteractiveShell.instance()
-        ip.run_line_magic("load_ext", "nbdist")
-        ip.run_line_magic("nbdist", "up {file}")
-
-        @nbdist.remote
-        def where():
-            return nbdist.get_runtime_context().get_node_id()
-
-        @nbdist.remote(resources={{"host3": 1}})
-        def on_third():
-            return nbdist.get_runtime_context().get_node_id()
-
-        third = nbdist.get(on_third.remote(), timeout=120)
-        print("THIRD", third, flush=True)
-        open({str(ready)!r}, "w").close()
-        assert until(lambda: os.path.exists({str(gone)!r}), timeout=120)
-        poll(lambda: not [n for n in nbdist.nodes() if n["NodeID"] == third][0]["Alive"],
-             timeout=120, what="the powered-off host's node to be dead")
-        html = status_html()
-        print("STATUS", html.count("<td>dead</td>"), html.count("<td>alive</td>"), flush=True)
-        ran = set(nbdist.get([where.remote() for _ in range(6)], timeout=120))
-        print("RAN", json.dumps(sorted(ran)), flush=True)
-        try:
-            ip.run_line_magic("nbdist", "down")
-        except Exception as exc:
-            print("DOWN", type(exc).__name__, exc, flush=True)
-        """)
-
-
-def test_magic_up_a_host_powered_off_shows_dead_and_the_cluster_goes_on(
-        hosts: Hosts, state: Path, tmp_path: Path) -> None:
-    name = f"mag{os.getpid()}"
-    file = _cluster_file(hosts, tmp_path, name)
-    ready, gone = tmp_path / "ready", tmp_path / "gone"
-    driver = subprocess.Popen([sys.executable, "-c", _magic_driver(file, ready, gone)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              env=_env(state))
-    try:
-        assert until(lambda: ready.exists() or driver.poll() is not None, timeout=200)
-        assert driver.poll() is None, driver.communicate()
-        daemons = {pid for h in hosts for pid in h.pids()}
-        hosts[2].power_off()
-        gone.touch()
-        out, err = driver.communicate(timeout=240)
-    finally:
-        if driver.poll() is None:
-            driver.kill()
-            driver.wait()
-    assert driver.returncode == 0, out + err
-    for host in hosts:
-        assert re.search(rf"^\s*{re.escape(host.address)}\s+joined", out, re.M), out
-    third = out.split("THIRD ", 1)[1].split()[0]
-    assert "STATUS 1 2" in out, out
-    ran = json.loads(out.split("RAN ", 1)[1].splitlines()[0])
-    assert ran and third not in ran, (ran, third)
-    # down stops the two live hosts and names the one it cannot reach.
-    assert "DOWN UsageError" in out and f"{hosts[2].address}: SSH failed" in out, out
-    assert hosts[0].address not in out.split("DOWN", 1)[1].split("The other hosts")[0]
-    assert until(lambda: not hosts[0].pids() and not hosts[1].pids(), timeout=30), \
-        [h.process_lines() for h in hosts]
-    left = _host_folders(name)
-    assert [p.name for p in left] == [f"up-{name}-{hosts[2].address}"], left
-    # What the powered-off machine left on its own disk and memory (shared here) goes too.
-    for path in left:
-        subprocess.run(["rm", "-rf", str(path)], check=True)
-    for f in _shm_of(daemons):
-        os.unlink(f"/dev/shm/{f}")
