@@ -358,6 +358,7 @@ export class PanelModel {
     this.internalShown = on;
     this.layout = new StableLayout();
     this.revisions.graph++;
+    this.revisions.waits++;
   }
 
   /** The mark of the member whose lane this is (undefined: an actor's lane). */
@@ -507,7 +508,10 @@ export class PanelModel {
 
   /** Active waits first (oldest first), then finished ones (newest first). */
   sortedWaits(): Wait[] {
-    const waits = [...this.waits.values()];
+    // A library's own waits (a Tune controller waits on its trials' polls) are plumbing too.
+    const waits = [...this.waits.values()].filter(
+      w => this.internalShown || !isInternal(w.library_call)
+    );
     const active = waits.filter(w => !w.done).sort((a, b) => a.started - b.started);
     const done = waits.filter(w => w.done).sort((a, b) => (b.ended ?? 0) - (a.ended ?? 0));
     return [...active, ...done];

@@ -103,6 +103,8 @@ export interface Wait {
   timed_out: boolean;
   started: number;
   ended: number | null;
+  /** Present when one of nbdist's libraries waits (a Tune or Train controller). */
+  library_call?: LibraryCall;
 }
 
 /** [task id, function name, started, ended, failed] */

@@ -236,3 +236,15 @@ test('grouped, the groups of library plumbing are hidden unless shown', () => {
   assert.deepEqual(model.graphNodes().map(n => n.id), ['g1', 'g2']);
   assert.deepEqual(model.graphEdges(), [['g1', 'g2', 4]]);
 });
+
+test("a library's waits are left out of the waits view unless its calls are shown", () => {
+  const model = new PanelModel();
+  const wait = (id: string, mark?: { library: string; run: string; member: string; role: string }) => ({
+    id, call: 'wait' as const, num_returns: 1, total: 2, ready: 1, submitter: null, done: true,
+    timed_out: false, started: 1, ended: 2, ...(mark ? { library_call: mark } : {}) });
+  model.apply(snapshot({ waits: byId([wait('w1'), wait('w2', { library: 'tune', run: 's',
+                                                                member: '', role: 'control' })]) }));
+  assert.deepEqual(model.sortedWaits().map(w => w.id), ['w1']);
+  model.setShowInternal(true);
+  assert.deepEqual(model.sortedWaits().map(w => w.id).sort(), ['w1', 'w2']);
+});

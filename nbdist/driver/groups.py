@@ -70,7 +70,7 @@ class PlacementGroup:
         raises TaskPlacementGroupRemoved if the group is removed (or can never be placed)."""
         check = _RESERVATION_CHECK.options(
             scheduling_strategy=PlacementGroupSchedulingStrategy(self))
-        return current.backend.submit_task(check, (self,), {})
+        return check.remote(self)  # (through remote(): it carries the check's library mark)
 
     def wait(self, timeout_seconds: float = 30) -> bool:
         """Whether every bundle is reserved within ``timeout_seconds``."""

@@ -129,6 +129,9 @@ class CoreClient:
         self.closed = False
         self.close_reason = ""
         self.on_other: Callable[[tuple], None] | None = None
+        # Set while a task of this driver is paused in the debugger (`nbdist.driver.debug`):
+        # a thread blocked in get/wait calls it, so the prompt shows where the program waits.
+        self.attention: Callable[[CoreClient], None] | None = None
         self.worker: Any = None  # in a worker process, its Worker (the runtime context's)
         self.task_tags: dict[int, str] = {}
         self.publish = ev.publish if mode == P.KIND_DRIVER else _no_publish
@@ -203,6 +206,8 @@ class CoreClient:
     def _pump_until(self, event: Flag | threading.Event, timeout: float | None) -> bool:
         deadline = None if timeout is None else time.monotonic() + timeout
         while not event.is_set():
+            if self.attention is not None:
+                self._attend()
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 return False
@@ -211,6 +216,19 @@ class CoreClient:
             if not self.pump(step, event):
                 return event.is_set()
         return True
+
+    def _attend(self) -> None:
+        """Let a paused task's debugger have the prompt; another thread reads meanwhile."""
+        hook = self.attention
+        if hook is None or threading.current_thread() is not threading.main_thread():
+            return
+        if not self.self_read:
+            self.conn.give_back()
+        try:
+            hook(self)
+        finally:
+            if not self.self_read:
+                self.conn.lend()
 
     # ------------------------------------------------------------ sending
     def send(self, msgs: list[Any]) -> None:
@@ -536,7 +554,7 @@ class CoreClient:
                 wait_id = next(self._wait_ids)
                 ev.publish_later(ev.WaitBegun, (_T(), wait_id, "get", tuple(oids),
                                                 len(oids), len(oids) - len(missing),
-                                                self._tag()))
+                                                self._tag(), ev.current_library_call()))
             ok = self._block(missing, len(missing), timeout,
                              (wait_id, len(oids) - len(missing), len(oids)) if wait_id else None)
             if wait_id:
@@ -567,7 +585,7 @@ class CoreClient:
                 wait_id = next(self._wait_ids)
                 self.publish(ev.WaitBegun(_T(), wait_id, "wait",
                                           tuple(r.hex() for r in refs), num_returns, ready_now,
-                                          self._tag()))
+                                          self._tag(), ev.current_library_call()))
             missing = [r.id for r in refs if r.id not in cache]
             ok = self._block(missing, num_returns - ready_now, timeout,
                              (wait_id, ready_now, len(refs)) if wait_id else None)

@@ -21,7 +21,8 @@ State and invariants (before grouping; see below for after):
                 when the object is freed), which tasks wait for which object, and the edges
                 between groups (by group id), kept always
     _objects    live object id -> ObjectRecord; freed objects are removed (and reported removed)
-    _waits      active waits plus the last ``max_finished_waits`` finished ones; a wait's
+    _waits      active waits plus the last ``max_finished_waits`` finished ones (and as many
+                of the libraries' own, kept apart: `nbdist.events.marks`); a wait's
                 ready count also rises as the objects it waits for are created
     _workers    "node:pid" -> WorkerRecord, _nodes node id -> NodeRecord (both also learnt from the
                 node and pid fields of task records); each worker keeps the spans of its last
@@ -109,6 +110,7 @@ class Model:
             collections.OrderedDict())
         self._waits: dict[str, WaitRecord] = {}
         self._finished_waits: collections.deque[str] = collections.deque()
+        self._library_waits: collections.deque[str] = collections.deque()
         # Waits still missing objects: few at a time, so an object's arrival is checked
         # against each (an index by object cost a list per object of a 100,000-ref get).
         self._open_waits: list[WaitRecord] = []
@@ -664,9 +666,12 @@ class Model:
             self._open_waits.remove(wait)
         wait.pending = collections.Counter()
         self._dirty.waits.add(wait.id)
-        self._finished_waits.append(wait.id)
-        while len(self._finished_waits) > self.max_finished_waits:
-            old = self._finished_waits.popleft()
+        # A library's waits (a Tune controller makes one per poll) are bounded on their own,
+        # so they never push the user's finished waits out.
+        finished = self._finished_waits if wait.library_call is None else self._library_waits
+        finished.append(wait.id)
+        while len(finished) > self.max_finished_waits:
+            old = finished.popleft()
             del self._waits[old]
             self._dirty.waits.discard(old)
             self._dirty.waits_removed.add(old)

@@ -134,7 +134,7 @@ class ObjectRecord:
 
 class WaitRecord:
     __slots__ = ("id", "call", "num_returns", "total", "ready", "submitter", "pending",
-                 "missing", "started", "ended", "done", "timed_out")
+                 "missing", "started", "ended", "done", "timed_out", "library_call")
 
     def __init__(self, e: ev.WaitBegun, pending: collections.Counter[str] | None) -> None:
         """``pending``: the ids not ready yet, with how often each is waited for; None once
@@ -147,12 +147,17 @@ class WaitRecord:
         self.started = e.time
         self.ended: float | None = None
         self.done = self.timed_out = False
+        self.library_call = library_json(e.library_call)
 
     def to_json(self) -> schema.Wait:
-        return {"id": self.id, "call": self.call, "num_returns": self.num_returns,
-                "total": self.total, "ready": self.ready, "submitter": self.submitter,
-                "done": self.done, "timed_out": self.timed_out, "started": ms(self.started),
-                "ended": ms(self.ended)}
+        out: schema.Wait = {
+            "id": self.id, "call": self.call, "num_returns": self.num_returns,
+            "total": self.total, "ready": self.ready, "submitter": self.submitter,
+            "done": self.done, "timed_out": self.timed_out, "started": ms(self.started),
+            "ended": ms(self.ended)}
+        if self.library_call is not None:
+            out["library_call"] = self.library_call
+        return out
 
 
 class WorkerRecord:

@@ -87,7 +87,7 @@ class StoredObject(_StoredObjectFields, total=False):
     spilled: bool  # moved to disk by the node
 
 
-class Wait(TypedDict):
+class _WaitFields(TypedDict):
     id: str
     call: str
     num_returns: int
@@ -98,6 +98,10 @@ class Wait(TypedDict):
     timed_out: bool
     started: float
     ended: float | None
+
+
+class Wait(_WaitFields, total=False):
+    library_call: LibraryCall  # present when a library waits (Tune's, Train's controller)
 
 
 class Worker(TypedDict):

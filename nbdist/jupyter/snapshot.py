@@ -102,7 +102,9 @@ def graph_svg(snapshot: Mapping[str, Any], show_internal: bool = False) -> str:
 
 def _waits(snapshot: Mapping[str, Any]) -> str:
     rows = []
-    for w in list(snapshot.get("waits", {}).values())[-5:]:
+    waits = [w for w in snapshot.get("waits", {}).values()
+             if not _internal(w.get("library_call"))]
+    for w in waits[-5:]:
         end = ("timed out" if w.get("timed_out") else "done") if w.get("done") else "waiting"
         rows.append(f"<li>{w['call']}(): {w['ready']} of {w['total']} ready, asked for "
                     f"{w['num_returns']}: {end}</li>")

@@ -10,8 +10,12 @@ TrainingFailedError; ``start()`` brings up a new group.
 
 from __future__ import annotations
 
+import functools
 import inspect
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from nbdist import events
 
 from .backend import BackendConfig
 from .config import RunConfig, ScalingConfig
@@ -19,6 +23,17 @@ from .context import SessionStart
 from .controller import default_run_name, gather
 from .errors import WorkerGroupError, describe_failure
 from .worker_group import WorkerGroup
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _train_calls(method: _F) -> _F:
+    """Mark the calls and waits the method makes as Train's own (`nbdist.events.marks`)."""
+    @functools.wraps(method)
+    def marked(self: Trainer, *args: Any, **kwargs: Any) -> Any:
+        with events.library_call("train", self._name):
+            return method(self, *args, **kwargs)
+    return marked  # type: ignore[return-value]
 
 
 def _backend(backend: str | BackendConfig) -> BackendConfig:
@@ -51,6 +66,7 @@ class Trainer:
         self._contexts: list[Any] = []
         self._runs = 0
 
+    @_train_calls
     def start(self) -> None:
         """Start the workers and set up the framework on them."""
         import nbdist
@@ -69,6 +85,7 @@ class Trainer:
             raise
         self._group = group
 
+    @_train_calls
     def run(self, train_func: Any, config: dict[str, Any] | None = None) -> list[Any]:
         """Run ``train_func`` (taking ``config`` if it has a parameter) on every worker;
         returns the workers' return values in rank order."""
@@ -100,6 +117,7 @@ class Trainer:
                                    failed)
         return values
 
+    @_train_calls
     def shutdown(self) -> None:
         """End the workers (their processes are killed); the Trainer can be started again."""
         group, self._group = self._group, None

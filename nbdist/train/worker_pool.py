@@ -151,7 +151,8 @@ def wait_prepared(kind: str, timeout: float | None = None) -> bool:
         refs = list(_preparing.get(kind, []))
     if not refs:
         return True
-    _, pending = nbdist.wait(refs, num_returns=len(refs), timeout=timeout)
+    with nbdist.events.library_call("train"):  # Train's own wait (`nbdist.events.marks`)
+        _, pending = nbdist.wait(refs, num_returns=len(refs), timeout=timeout)
     return not pending
 
 

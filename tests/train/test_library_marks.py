@@ -17,12 +17,17 @@ from nbdist import events, train, tune
 pytestmark = pytest.mark.timeout(240)
 
 
-def submissions_during(action: Any) -> tuple[Any, list[events.TaskSubmitted]]:
-    """``action()``'s value and the task submissions published while it ran (the driver
-    publishes its own submissions as it makes them, so all are in the history on return)."""
+def records_during(action: Any) -> tuple[Any, list[Any]]:
+    """``action()``'s value and the records published while it ran (the driver publishes its
+    own submissions and waits as it makes them, so all are in the history on return)."""
     before = {id(item) for item in events.recent(raw=True)}
     value = action()
-    after = [events.build(item) for item in events.recent(raw=True) if id(item) not in before]
+    return value, [events.build(item) for item in events.recent(raw=True)
+                   if id(item) not in before]
+
+
+def submissions_during(action: Any) -> tuple[Any, list[events.TaskSubmitted]]:
+    value, after = records_during(action)
     return value, [e for e in after if isinstance(e, events.TaskSubmitted)]
 
 
@@ -36,7 +41,11 @@ def test_a_tune_search_marks_its_trials_work_and_its_own_calls(cluster: None,
     tuner = tune.Tuner(trial, param_space={"x": tune.grid_search([1, 2])},
                        run_config=tune.RunConfig(name="marks", storage_path=str(tmp_path),
                                                  verbose=0))
-    results, submitted = submissions_during(tuner.fit)
+    results, records = records_during(tuner.fit)
+    submitted = [e for e in records if isinstance(e, events.TaskSubmitted)]
+    # The search's own waits on its trials are Tune's too.
+    waits = [e for e in records if isinstance(e, events.WaitBegun)]
+    assert waits and all(w.library_call and w.library_call[0] == "tune" for w in waits)
     trial_ids = {r.metrics["trial_id"] for r in results}
     assert len(trial_ids) == 2
     assert submitted and all(e.library_call is not None for e in submitted), [
@@ -94,3 +103,29 @@ def test_a_mark_is_checked_where_it_is_given() -> None:
     with pytest.raises(ValueError, match="library_call"):
         f.options(library_call=42)
     assert f.options(library_call="tune")._mark == events.LibraryCall("tune")
+
+
+def rank_of() -> int:
+    return int(train.get_context().get_world_rank())
+
+
+def test_the_first_trainer_api_marks_its_calls_and_waits(cluster: None, tmp_path: Path) -> None:
+    trainer = train.Trainer(backend=train.BackendConfig(), num_workers=2, logdir=str(tmp_path))
+
+    def whole_run() -> list[Any]:
+        trainer.start()
+        try:
+            return trainer.run(rank_of)
+        finally:
+            trainer.shutdown()
+
+    ranks, records = records_during(whole_run)
+    assert ranks == [0, 1]
+    submitted = [e for e in records if isinstance(e, events.TaskSubmitted)]
+    waits = [e for e in records if isinstance(e, events.WaitBegun)]
+    assert submitted and waits
+    assert all(e.library_call and e.library_call[0] in ("train", "placement_group")
+               for e in submitted + waits), [e for e in submitted + waits if not e.library_call]
+    work = sorted(e.library_call[2] for e in submitted
+                  if e.library_call and e.library_call[3] == "work")
+    assert work == ["rank 0", "rank 1"]

@@ -467,3 +467,20 @@ def test_library_marks_reach_the_panel_before_and_after_grouping(clock: Clock) -
     assert {names[i]: mark[3] for i, mark in summary.marks} == {
         "TrialActor.run": "work", "TrialActor.poll": "control",
         "bundle_reservation_check": "control"}
+
+
+def test_a_librarys_waits_are_marked_and_never_push_the_users_out(clock: Clock) -> None:
+    model = Model(clock=clock, max_finished_waits=2)
+    mark = ("tune", "search", "", "control")
+
+    def wait(n: int, library_call: tuple[str, str, str, str] | None) -> list[ev.Event]:
+        return [ev.WaitBegun(clock(), n, "wait", (hx(n),), 1, 0, "c1", library_call),
+                ev.WaitDone(clock(), n, 1, 1, False)]
+
+    model.apply(wait(1, None) + wait(2, None))
+    for n in range(10, 15):  # a controller's polls
+        model.apply(wait(n, mark))
+    waits = model.snapshot()["waits"]
+    assert {w["id"] for w in waits.values() if "library_call" not in w} == {"1", "2"}
+    assert [w["library_call"]["library"] for w in waits.values() if "library_call" in w] == [
+        "tune", "tune"]

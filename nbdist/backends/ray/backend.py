@@ -336,7 +336,8 @@ class RayBackend:
         if self.driver:
             wait_id = next(self._wait_ids)
             ev.publish(ev.WaitBegun(time.time(), wait_id, "get", tuple(r.hex() for r in raw),
-                                    len(raw), 0, ev.current_submitter()))
+                                    len(raw), 0, ev.current_submitter(),
+                                    ev.current_library_call()))
         try:
             if wait_id and len(raw) > 1:
                 values = self._get_in_steps(raw, wait_id, timeout)
@@ -404,7 +405,8 @@ class RayBackend:
         if self.driver:
             wait_id = next(self._wait_ids)
             ev.publish(ev.WaitBegun(time.time(), wait_id, "wait", tuple(r.hex() for r in refs),
-                                    num_returns, 0, ev.current_submitter()))
+                                    num_returns, 0, ev.current_submitter(),
+                                    ev.current_library_call()))
         try:
             done, _ = ray.wait(raw, num_returns=num_returns, timeout=timeout,
                                fetch_local=fetch_local)
