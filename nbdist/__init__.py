@@ -120,3 +120,13 @@ __all__ = [
 # cloudpickle nbdist serializes with, reachable as a submodule (a file of that name in this
 # package would shadow the real one wherever this folder is on sys.path).
 _sys.modules.setdefault(__name__ + ".cloudpickle", cloudpickle)
+
+
+def __getattr__(name: str) -> object:
+    """``nbdist.data`` (Ray Data's API) is imported on first use, as ``import ray`` does not
+    import ``ray.data`` either: the engine stays free of it."""
+    if name == "data":
+        import importlib
+
+        return importlib.import_module(f"{__name__}.data")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,279 @@
+"""All-to-all operators: the ones that need every block of their input.
+
+Each is a map side and a reduce side of tasks over block refs, the driver holding only refs
+and small metadata:
+
+    sort / groupby   sample the first key of each block, cut the samples into n ranges, split
+                     each block by range (one task, n returns), then per range concatenate and
+                     sort (sort), aggregate with Arrow's ``group_by`` (groupby), or run the
+                     user's function on each group (map_groups). Equal keys meet in one range.
+    random_shuffle   scatter each block's rows to n parts at random, then per part concatenate
+                     and permute
+    repartition      cut the rows into n equal runs by the blocks' row counts (slices, no
+                     shuffle) or by a random shuffle into n parts
+    zip              cut the other dataset's rows to this one's block sizes, then join columns
+
+The functions run in tasks and are pure functions of blocks.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+import nbdist
+
+from . import block as B
+from .executor import ExecContext, _resolve
+from .plan import BlockRef
+from .stats import OpStats
+
+Keys = list[tuple[str, str]]  # (column, "ascending" | "descending")
+
+
+def _sample_keys(block: pa.Table, key: str, k: int) -> np.ndarray:
+    col = B.column_numpy(block.column(key))
+    if len(col) <= k:
+        return col
+    return col[np.linspace(0, len(col) - 1, k).astype(int)]
+
+
+def _range_split(block: pa.Table, key: str, bounds: Any, descending: bool) -> tuple[Any, ...]:
+    n = len(bounds) + 1
+    idx = np.searchsorted(bounds, B.column_numpy(block.column(key)), side="right")
+    if descending:
+        idx = n - 1 - idx
+    parts = tuple(block.filter(pa.array(idx == i)) for i in range(n))
+    return parts if n > 1 else parts[0]
+
+
+def _sort_parts(keys: Keys, *parts: pa.Table) -> tuple[pa.Table, B.BlockMeta]:
+    out = B.concat(list(parts))
+    if out.num_rows:
+        out = out.sort_by(keys)
+    return out, B.meta_of(out)
+
+
+def _boundaries(blocks: list[BlockRef], key: str, exe: ExecContext, op: str) -> Any:
+    refs = [exe.remote(_sample_keys, b.ref, key, 20, op=op) for b in blocks]
+    samples = [s for s in nbdist.get(refs) if len(s)]
+    if not samples:
+        return np.array([])
+    allk = np.sort(np.concatenate(samples))
+    n = len(blocks)
+    return allk[[int(len(allk) * i / n) for i in range(1, n)]]
+
+
+def range_partition(blocks: list[BlockRef], keys: Keys, exe: ExecContext,
+                    op: str) -> list[list[Any]]:
+    """Per output range, the refs of the parts of every block that fall in it."""
+    key, descending = keys[0][0], keys[0][1] == "descending"
+    bounds = _boundaries(blocks, key, exe, op)
+    n = len(bounds) + 1
+    parts = []
+    for b in blocks:
+        out = exe.remote(_range_split, b.ref, key, bounds, descending, op=op, num_returns=n)
+        parts.append(out if n > 1 else [out])
+    return [[p[i] for p in parts] for i in range(n)]
+
+
+def _reduce(fn: Any, ranges: list[list[Any]], args: tuple[Any, ...], exe: ExecContext,
+            op: str) -> list[BlockRef]:
+    stats = OpStats(op)
+    pending = [exe.block(fn, *args, *parts, op=op) for parts in ranges]
+    out = [_resolve(r, m, stats) for r, m in pending]
+    return [b for b in out if b.meta.num_rows]
+
+
+def sort(blocks: list[BlockRef], keys: Keys, exe: ExecContext) -> list[BlockRef]:
+    blocks = [b for b in blocks if b.meta.num_rows]
+    if not blocks:
+        return []
+    return _reduce(_sort_parts, range_partition(blocks, keys, exe, "Sort"), (keys,), exe, "Sort")
+
+
+def _group_agg(keys: list[str], aggs: list[tuple[str, str, str]],
+               *parts: pa.Table) -> tuple[pa.Table, B.BlockMeta]:
+    table = B.concat(list(parts))
+    specs: list[Any] = []
+    names = list(keys)
+    for col, fn, name in aggs:
+        if fn == "count":
+            specs.append(([], "count_all"))
+        elif fn == "std":
+            specs.append((col, "stddev", pc.VarianceOptions(ddof=1)))
+        else:
+            specs.append((col, fn))
+        names.append(name)
+    if not table.num_rows:
+        return table, B.meta_of(table)
+    out = table.group_by(keys, use_threads=False).aggregate(specs)
+    out = out.select([c for c in out.column_names if c not in keys] + keys)
+    out = out.select(keys + out.column_names[:len(aggs)]).rename_columns(names)
+    out = out.sort_by([(k, "ascending") for k in keys])
+    return out, B.meta_of(out)
+
+
+def groupby_aggregate(blocks: list[BlockRef], keys: list[str],
+                      aggs: list[tuple[str, str, str]], exe: ExecContext) -> list[BlockRef]:
+    blocks = [b for b in blocks if b.meta.num_rows]
+    if not blocks:
+        return []
+    ranges = range_partition(blocks, [(keys[0], "ascending")], exe, "Aggregate")
+    return _reduce(_group_agg, ranges, (keys, aggs), exe, "Aggregate")
+
+
+def _map_groups(keys: list[str], fn: Any, fmt: str, fn_args: tuple[Any, ...],
+                *parts: pa.Table) -> tuple[pa.Table, B.BlockMeta]:
+    table = B.concat(list(parts))
+    if not table.num_rows:
+        return table, B.meta_of(table)
+    table = table.sort_by([(k, "ascending") for k in keys])
+    cols = [B.column_numpy(table.column(k)) for k in keys]
+    change = np.zeros(table.num_rows, dtype=bool)
+    change[0] = True
+    for c in cols:
+        change[1:] |= c[1:] != c[:-1]
+    starts = list(np.flatnonzero(change)) + [table.num_rows]
+    outs = [B.from_batch(fn(B.to_batch(table.slice(s, e - s), fmt), *fn_args))
+            for s, e in zip(starts[:-1], starts[1:], strict=False)]
+    out = B.concat(outs)
+    return out, B.meta_of(out)
+
+
+def map_groups(blocks: list[BlockRef], keys: list[str], fn: Any, fmt: str,
+               fn_args: tuple[Any, ...], exe: ExecContext) -> list[BlockRef]:
+    blocks = [b for b in blocks if b.meta.num_rows]
+    if not blocks:
+        return []
+    ranges = range_partition(blocks, [(keys[0], "ascending")], exe, "MapGroups")
+    return _reduce(_map_groups, ranges, (keys, fn, fmt, fn_args), exe, "MapGroups")
+
+
+def _scatter(block: pa.Table, n: int, seed: Any) -> tuple[Any, ...]:
+    idx = np.random.default_rng(seed).integers(0, n, block.num_rows)
+    parts = tuple(block.filter(pa.array(idx == i)) for i in range(n))
+    return parts if n > 1 else parts[0]
+
+
+def _permute(seed: Any, *parts: pa.Table) -> tuple[pa.Table, B.BlockMeta]:
+    out = B.concat(list(parts))
+    out = out.take(pa.array(np.random.default_rng(seed).permutation(out.num_rows)))
+    return out, B.meta_of(out)
+
+
+def random_shuffle(blocks: list[BlockRef], seed: int | None, exe: ExecContext,
+                   n: int | None = None) -> list[BlockRef]:
+    n = n or max(1, len(blocks))
+    if not blocks:
+        return []
+    parts = []
+    for i, b in enumerate(blocks):
+        s = None if seed is None else [seed, i]
+        out = exe.remote(_scatter, b.ref, n, s, op="RandomShuffle", num_returns=n)
+        parts.append(out if n > 1 else [out])
+    ranges = [[p[j] for p in parts] for j in range(n)]
+    stats = OpStats("RandomShuffle")
+    pending = [exe.block(_permute, None if seed is None else [seed, n + j], *r,
+                         op="RandomShuffle") for j, r in enumerate(ranges)]
+    return [_resolve(r, m, stats) for r, m in pending]
+
+
+def _concat_slices(spec: list[tuple[int, int]], *blocks: pa.Table) -> tuple[pa.Table,
+                                                                             B.BlockMeta]:
+    out = B.concat([b.slice(s, n) for b, (s, n) in zip(blocks, spec, strict=False)])
+    return out, B.meta_of(out)
+
+
+def slice_rows(blocks: list[BlockRef], bounds: list[tuple[int, int]], exe: ExecContext,
+               op: str) -> list[BlockRef]:
+    """New blocks holding the global row ranges ``[lo, hi)`` of ``bounds``, by slicing."""
+    starts = np.cumsum([0] + [b.meta.num_rows for b in blocks])
+    stats = OpStats(op)
+    pending = []
+    for lo, hi in bounds:
+        refs, spec = [], []
+        for i, b in enumerate(blocks):
+            s, e = max(lo, starts[i]), min(hi, starts[i + 1])
+            if e > s:
+                refs.append(b.ref)
+                spec.append((int(s - starts[i]), int(e - s)))
+        pending.append(exe.block(_concat_slices, spec, *refs, op=op))
+    return [_resolve(r, m, stats) for r, m in pending]
+
+
+def even_bounds(total: int, n: int) -> list[tuple[int, int]]:
+    cuts = [total * i // n for i in range(n + 1)]
+    return list(zip(cuts[:-1], cuts[1:], strict=False))
+
+
+def repartition(blocks: list[BlockRef], n: int, shuffle: bool,
+                exe: ExecContext) -> list[BlockRef]:
+    if shuffle:
+        return random_shuffle(blocks, None, exe, n)
+    total = sum(b.meta.num_rows for b in blocks)
+    return slice_rows(blocks, even_bounds(total, n), exe, "Repartition")
+
+
+def _zip(a: pa.Table, b: pa.Table) -> tuple[pa.Table, B.BlockMeta]:
+    out = a
+    for name in b.column_names:
+        new = name
+        while new in out.column_names:
+            new = f"{new}_1"
+        out = out.append_column(new, b.column(name))
+    return out, B.meta_of(out)
+
+
+def zip_blocks(blocks: list[BlockRef], other: list[BlockRef],
+               exe: ExecContext) -> list[BlockRef]:
+    mine = sum(b.meta.num_rows for b in blocks)
+    theirs = sum(b.meta.num_rows for b in other)
+    if mine != theirs:
+        from nbdist.exceptions import NbdistError
+
+        raise NbdistError(f"zip needs datasets of the same number of rows; this one has "
+                          f"{mine}, the other {theirs}. Use limit() on the longer one first.")
+    cuts = np.cumsum([0] + [b.meta.num_rows for b in blocks])
+    aligned = slice_rows(other, list(zip(cuts[:-1], cuts[1:], strict=False)), exe, "Zip")
+    stats = OpStats("Zip")
+    pending = [exe.block(_zip, a.ref, b.ref, op="Zip") for a, b in zip(blocks, aligned, strict=False)]
+    return [_resolve(r, m, stats) for r, m in pending]
+
+
+def _partial(block: pa.Table, cols: list[str]) -> dict[str, tuple[float, ...]]:
+    """Per column: count, sum, min, max, mean, M2 (for Chan's parallel variance)."""
+    out: dict[str, tuple[float, ...]] = {}
+    for c in cols:
+        v = B.column_numpy(block.column(c)).astype(float)
+        v = v[~np.isnan(v)]
+        if len(v):
+            out[c] = (len(v), v.sum(), v.min(), v.max(), v.mean(), ((v - v.mean()) ** 2).sum())
+    return out
+
+
+def aggregate_columns(blocks: list[BlockRef], cols: list[str],
+                      exe: ExecContext) -> dict[str, dict[str, float]]:
+    """count/sum/min/max/mean/std (ddof=1) of numeric columns over every block."""
+    parts = nbdist.get([exe.remote(_partial, b.ref, cols, op="Aggregate") for b in blocks])
+    result: dict[str, dict[str, float]] = {}
+    for c in cols:
+        n = total = m2 = mean = 0.0
+        lo, hi = np.inf, -np.inf
+        for p in parts:
+            if c not in p:
+                continue
+            nb, sb, mnb, mxb, meanb, m2b = p[c]
+            delta = meanb - mean
+            m2 += m2b + delta ** 2 * n * nb / (n + nb)
+            mean += delta * nb / (n + nb)
+            n += nb
+            total += sb
+            lo, hi = min(lo, mnb), max(hi, mxb)
+        if n:
+            result[c] = {"count": n, "sum": total, "min": lo, "max": hi, "mean": mean,
+                         "std": float(np.sqrt(m2 / (n - 1))) if n > 1 else 0.0}
+    return result

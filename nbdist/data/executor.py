@@ -1,0 +1,251 @@
+"""The streaming executor: runs a plan as a chain of pull-driven stages.
+
+Each physical stage is a generator over the previous one's output (`BlockRef`s in order):
+
+    task stage   the fused chain of one-to-one transforms (and the read) as one task per block
+    actor stage  the same, on a pool of actors that build the user's callable class once
+    limit        passes blocks until n rows went by, slicing the last one, then stops pulling
+    all-to-all   drains its input, then hands out the blocks its function made
+
+A stage keeps at most `ExecContext.max_in_flight` blocks submitted and not yet taken
+downstream, and pulls from upstream only when the consumer pulls from it: that is the
+backpressure. A pipeline over more data than the object store holds keeps a few blocks per
+stage in the store at any time; the consumer's first batch comes out once the first block went
+through every stage, long before the last is read. Blocks leave in input order.
+
+Every task and actor call is submitted through nbdist's public API with a library mark
+(``library_call=("data", <dataset>, <operator>, role)``) so the views can fold a dataset's
+thousands of block tasks into its operators. A failed block task is retried (``max_retries``);
+an actor of a pool that dies is replaced and its blocks are run again. Driver-side state only:
+the executor runs in the thread of whoever consumes the dataset (the driver, or a split
+coordinator actor).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pyarrow as pa
+
+import nbdist
+from nbdist.events import marks
+from nbdist.exceptions import ActorDiedError
+
+from . import block as B
+from .context import DataContext
+from .plan import AllToAllOp, BlockRef, Item, LimitOp, MapOp, Plan, ReadTask
+from .stats import OpStats, Progress
+from .transforms import Transform, apply_chain, instantiate
+
+logger = logging.getLogger(__name__)
+_ACTOR_RESTARTS = 3
+_names = itertools.count(1)
+
+
+def _run_block(item: Any, chain: list[Transform]) -> tuple[pa.Table, B.BlockMeta]:
+    block = item() if isinstance(item, ReadTask) else item
+    out = apply_chain(block, chain, instantiate(chain))
+    return out, B.meta_of(out)
+
+
+def _slice(block: pa.Table, start: int, length: int) -> tuple[pa.Table, B.BlockMeta]:
+    out = block.slice(start, length)
+    return out, B.meta_of(out)
+
+
+class MapWorker:
+    """An actor of a map pool: builds the chain's callable classes once, runs blocks."""
+
+    def __init__(self, chain: list[Transform]) -> None:
+        self.chain = chain
+        self.fns = instantiate(chain)
+
+    def run(self, item: Any) -> tuple[pa.Table, B.BlockMeta]:
+        block = item() if isinstance(item, ReadTask) else item
+        out = apply_chain(block, self.chain, self.fns)
+        return out, B.meta_of(out)
+
+
+class ExecContext:
+    """One execution: its name (for marks and stats), limits, and remote calls."""
+
+    def __init__(self, name: str, ctx: DataContext) -> None:
+        self.name = name
+        self.data_context = ctx
+        self.max_in_flight = ctx.max_blocks_in_flight()
+        self.stats: list[OpStats] = []
+        self._fns: dict[tuple[Any, ...], Any] = {}
+
+    def mark(self, op: str, role: str = "work") -> Any:
+        return marks.library_call("data", self.name, op, role)
+
+    def remote(self, fn: Callable[..., Any], *args: Any, op: str, num_returns: int = 1,
+               **options: Any) -> Any:
+        """``fn.remote(*args)`` as a task of operator ``op`` (retried on failure)."""
+        key = (fn, num_returns, tuple(sorted(options.items())))
+        rf = self._fns.get(key)
+        if rf is None:
+            rf = nbdist.remote(num_returns=num_returns, max_retries=3, **options)(fn)
+            self._fns[key] = rf
+        with self.mark(op):
+            return rf.remote(*args)
+
+    def block(self, fn: Callable[..., tuple[pa.Table, B.BlockMeta]], *args: Any,
+              op: str, **options: Any) -> tuple[Any, Any]:
+        """A task returning ``(block, meta)`` as two refs."""
+        refs = self.remote(fn, *args, op=op, num_returns=2, **options)
+        return refs[0], refs[1]
+
+
+def execute(plan: Plan, name: str | None = None,
+            ctx: DataContext | None = None) -> tuple[Iterator[BlockRef], ExecContext]:
+    """The plan's output blocks as a lazy iterator, and its execution's context (stats)."""
+    exe = ExecContext(name or f"dataset_{next(_names)}", ctx or DataContext.get_current())
+    progress = Progress(exe)
+    stream: Iterator[Any] = plan.source.items(exe)
+    pending: list[Transform] = []
+    names: list[str] = [plan.source.name]
+    reads = True  # the stream may still hold read tasks
+    for op in plan.ops:
+        if isinstance(op, MapOp) and op.compute == "tasks" and not op.remote_args:
+            pending.extend(op.chain)
+            names.append(op.name)
+            continue
+        if isinstance(op, MapOp):
+            stream = _actor_or_task(stream, pending + list(op.chain), op, names + [op.name],
+                                    exe, progress)
+        else:
+            if pending or reads:
+                stream = task_stage(stream, pending, "->".join(names), exe,
+                                    progress.add("->".join(names)), {})
+            stream = (limit_stage(stream, op.n, exe, progress.add(op.name))
+                      if isinstance(op, LimitOp)
+                      else all_to_all_stage(stream, op, exe, progress.add(op.name)))
+        pending, names, reads = [], [], False
+    if pending or reads:
+        stream = task_stage(stream, pending, "->".join(names), exe,
+                            progress.add("->".join(names)), {})
+    return progress.wrap(stream), exe
+
+
+def _actor_or_task(stream: Iterator[Any], chain: list[Transform], op: MapOp, names: list[str],
+                   exe: ExecContext, progress: Progress) -> Iterator[BlockRef]:
+    label = "->".join(n for n in names if n)
+    if op.compute == "actors":
+        return actor_stage(stream, chain, op, label, exe, progress.add(label))
+    return task_stage(stream, chain, label, exe, progress.add(label), op.remote_args)
+
+
+def task_stage(inputs: Iterator[Item], chain: list[Transform], label: str, exe: ExecContext,
+               stats: OpStats, remote_args: dict[str, Any]) -> Iterator[BlockRef]:
+    inflight: deque[tuple[Any, Any]] = deque()
+    limit = exe.max_in_flight
+    for item in inputs:
+        if not chain and isinstance(item, BlockRef):
+            while inflight:
+                yield _resolve(*inflight.popleft(), stats)
+            stats.done(item.meta)
+            yield item
+            continue
+        arg = item.ref if isinstance(item, BlockRef) else item
+        stats.submitted()
+        inflight.append(exe.block(_run_block, arg, chain, op=label, **remote_args))
+        while len(inflight) >= limit:
+            yield _resolve(*inflight.popleft(), stats)
+    while inflight:
+        yield _resolve(*inflight.popleft(), stats)
+
+
+def _resolve(ref: Any, meta_ref: Any, stats: OpStats) -> BlockRef:
+    meta = nbdist.get(meta_ref)
+    stats.done(meta)
+    return BlockRef(ref, meta)
+
+
+def _pool_size(concurrency: Any) -> int:
+    if concurrency is None:
+        return 1
+    if isinstance(concurrency, int):
+        return max(1, concurrency)
+    return max(1, int(concurrency[0]))
+
+
+def actor_stage(inputs: Iterator[Item], chain: list[Transform], op: MapOp, label: str,
+                exe: ExecContext, stats: OpStats) -> Iterator[BlockRef]:
+    args = {"num_cpus": 1, **op.remote_args}
+    cls = nbdist.remote(**args)(MapWorker)
+    with exe.mark(label, "control"):
+        actors = [cls.remote(chain) for _ in range(_pool_size(op.concurrency))]
+    per_actor = exe.data_context.max_tasks_in_flight_per_actor
+    load = [0] * len(actors)
+    inflight: deque[list[Any]] = deque()
+
+    def submit(item: Item, idx: int) -> list[Any]:
+        arg = item.ref if isinstance(item, BlockRef) else item
+        with exe.mark(label):
+            ref, meta = actors[idx].run.options(num_returns=2).remote(arg)
+        load[idx] += 1
+        return [item, idx, ref, meta, 0]
+
+    def pop() -> BlockRef:
+        entry = inflight.popleft()
+        while True:
+            item, idx, ref, meta_ref, tries = entry
+            try:
+                out = _resolve(ref, meta_ref, stats)
+                load[idx] -= 1
+                return out
+            except ActorDiedError:
+                if tries >= _ACTOR_RESTARTS:
+                    raise
+                logger.warning("An actor of %s died; a new one runs its blocks.", label)
+                with exe.mark(label, "control"):
+                    actors[idx] = cls.remote(chain)
+                load[idx] -= 1
+                entry = submit(item, idx)
+                entry[4] = tries + 1
+
+    try:
+        for item in inputs:
+            while min(load) >= per_actor:
+                yield pop()
+            stats.submitted()
+            inflight.append(submit(item, load.index(min(load))))
+        while inflight:
+            yield pop()
+    finally:
+        for a in actors:
+            nbdist.kill(a)
+
+
+def limit_stage(inputs: Iterator[BlockRef], n: int, exe: ExecContext,
+                stats: OpStats) -> Iterator[BlockRef]:
+    seen = 0
+    if n <= 0:
+        return
+    for item in inputs:
+        rows = item.meta.num_rows
+        if seen + rows <= n:
+            seen += rows
+            stats.done(item.meta)
+            yield item
+        else:
+            ref, meta_ref = exe.block(_slice, item.ref, 0, n - seen, op=f"Limit[{n}]")
+            seen = n
+            yield _resolve(ref, meta_ref, stats)
+        if seen >= n:
+            return
+
+
+def all_to_all_stage(inputs: Iterator[BlockRef], op: AllToAllOp, exe: ExecContext,
+                     stats: OpStats) -> Iterator[BlockRef]:
+    blocks = list(inputs)
+    stats.started = time.monotonic()
+    for out in op.fn(blocks, exe):
+        stats.done(out.meta)
+        yield out

@@ -1,0 +1,109 @@
+"""Per-operator counters of an execution, its progress line and its events.
+
+`OpStats` counts what an operator of the physical plan has done (blocks, rows, bytes, in
+flight). `Progress` wraps the output stream of an execution: as blocks go by it redraws one
+compact line per execution (``ReadRange->Map(f): 7/10 blocks 700 rows ...``, Ray Data's bars
+without their clutter) and publishes a ``RunUpdate`` per operator (library "data", the
+operator as the member) at most a few times a second, so the views show a dataset's run as its
+operators rather than as its block tasks. ``Dataset.stats()`` renders the final counters.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from nbdist import events
+
+from .block import BlockMeta
+
+if TYPE_CHECKING:
+    from .executor import ExecContext
+
+_REDRAW_S = 0.25
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+@dataclass
+class OpStats:
+    name: str
+    submitted_blocks: int = 0
+    blocks: int = 0
+    rows: int = 0
+    bytes: int = 0
+    started: float = field(default_factory=time.monotonic)
+    finished: float | None = None
+
+    def submitted(self) -> None:
+        self.submitted_blocks += 1
+
+    def done(self, meta: BlockMeta) -> None:
+        self.blocks += 1
+        self.rows += meta.num_rows
+        self.bytes += meta.size_bytes
+        self.finished = time.monotonic()
+
+    @property
+    def in_flight(self) -> int:
+        return max(0, self.submitted_blocks - self.blocks)
+
+    def line(self) -> str:
+        return f"{self.name}: {self.blocks} blocks {self.rows:,} rows {_size(self.bytes)}" + \
+            (f" ({self.in_flight} in flight)" if self.in_flight else "")
+
+    def summary(self) -> str:
+        wall = (self.finished or time.monotonic()) - self.started
+        return (f"Operator {self.name}: {self.blocks} blocks, {self.rows:,} rows, "
+                f"{_size(self.bytes)} in {wall:.3f} s")
+
+
+class Progress:
+    def __init__(self, exe: ExecContext) -> None:
+        self.exe = exe
+        self.show = exe.data_context.enable_progress_bars
+        self.last = 0.0
+        self.drawn = False
+
+    def add(self, name: str) -> OpStats:
+        stats = OpStats(name)
+        self.exe.stats.append(stats)
+        return stats
+
+    def wrap(self, stream: Iterator[Any]) -> Iterator[Any]:
+        status = "TERMINATED"
+        try:
+            for item in stream:
+                self.update(False)
+                yield item
+        except BaseException:
+            status = "ERROR"
+            raise
+        finally:
+            self.update(True, status)
+
+    def update(self, final: bool, status: str = "RUNNING") -> None:
+        now = time.monotonic()
+        if not final and now - self.last < _REDRAW_S:
+            return
+        self.last = now
+        for s in self.exe.stats:
+            metrics = (("blocks", float(s.blocks)), ("rows", float(s.rows)),
+                       ("bytes", float(s.bytes)), ("in_flight", float(s.in_flight)))
+            events.publish(events.RunUpdate(time.time(), "data", run=self.exe.name,
+                                            member=s.name, status=status,
+                                            iteration=s.blocks, metrics=metrics))
+        if self.show and (self.drawn or not final or len(self.exe.stats) > 0):
+            line = " | ".join(s.line() for s in self.exe.stats)
+            sys.stderr.write(f"\r{self.exe.name}: {line}" + ("\n" if final else ""))
+            sys.stderr.flush()
+            self.drawn = True
