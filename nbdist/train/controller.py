@@ -147,12 +147,13 @@ class Controller:
                 return values, failed
             checkpoint = self.manager.latest or trainer.resume_from_checkpoint
             start = len(self.history)
+            shards = _rank_datasets(trainer.datasets, self.num_workers, datasets)  # nbdist.data
             self.rounds.clear()  # a failed attempt's unfinished rounds are not resumed
             self._publish_all("RUNNING", "")
             runs = [actor.run.options(library_call=("train", self.name, f"rank {rank}", "work"))
                     .remote(trainer.train_loop_per_worker, trainer.train_loop_config,
                             SessionStart(contexts[rank], self.run_dir, start, checkpoint,
-                                         staging), datasets)
+                                         staging), shards[rank])
                     for rank, actor in enumerate(group.actors)]
             self.group = group
             values, failed = self._follow(group, runs)
@@ -405,6 +406,16 @@ def _tune_report() -> Any:
     except (ImportError, RuntimeError):
         return None
     return tune.report
+
+
+def _rank_datasets(datasets: dict[str, Any], n: int, whole: Any) -> list[Any]:
+    """[nbdist.data] Each rank's ``datasets``: a new streaming shard per rank of each
+    ``nbdist.data`` Dataset every attempt (Ray Train's DataConfig), other values as given."""
+    if not any(type(v).__module__.startswith("nbdist.data") for v in datasets.values()):
+        return [whole] * n
+    from nbdist.data.split import shard_datasets
+
+    return shard_datasets(datasets, n)
 
 
 def _short(error: BaseException) -> str:

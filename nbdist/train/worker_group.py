@@ -154,6 +154,8 @@ class TrainWorker:
 
 def shard(dataset: Any, rank: int, world_size: int) -> Any:
     """Rank ``rank``'s share of ``dataset``: every ``world_size``-th item from ``rank`` on."""
+    if hasattr(dataset, "iter_batches") and not hasattr(dataset, "streaming_split"):
+        return dataset  # nbdist.data: already this rank's shard (controller._rank_datasets)
     if hasattr(dataset, "iloc"):  # a pandas frame
         return dataset.iloc[rank::world_size]
     if hasattr(dataset, "streaming_split"):  # a Ray Dataset, on backend="ray"
