@@ -6,7 +6,7 @@ The panel is opened from a notebook (a split beside it, as a new user opens it) 
 (07 without its TensorFlow section, which the notebook tests run: tests/notebooks). After each:
 the default graph lists no call marked as a library's plumbing, and every box is a user
 function, a trial or a rank (08: a lane per trial; 07: a lane per rank); "library calls" shows
-the polls and checks; the Runs view is up. Screenshots of the panel go to
+the polls and checks; the Runs view is up; 07's Waits view lists none of Train's waits. Screenshots of the panel go to
 test-artifacts/browser/panel-08-tune.png and panel-07-training.png (copied into docs/images by
 hand for docs/panel.md).
 """
@@ -82,4 +82,6 @@ def test_after_the_training_notebook_the_graph_shows_ranks(notebook: NotebookPag
     check_folded(notebook, "member:train:", 2, "panel-07-training")
     ranks = {n["name"] for n in drawn(notebook.page, "work")}
     assert {"rank 0", "rank 1"} <= ranks, ranks
+    # The notebook waits on nothing itself: every wait was Train's, and none is listed.
+    assert notebook.page.locator(f"{PANEL} .nbdist-wait").count() == 0
 
