@@ -32,6 +32,7 @@ from nbdist.driver.api import (
     shutdown,
     wait,
 )
+from nbdist.driver.api import get_dashboard_url as get_dashboard_url  # not in Ray's __all__
 from nbdist.driver.generators import DynamicObjectRefGenerator, ObjectRefGenerator
 from nbdist.driver.groups import get_gpu_ids
 from nbdist.driver.remote_function import RemoteFunction

@@ -158,6 +158,7 @@ def _joined(client: runtime.CoreClient, namespace: str | None, address: str,
         "session_dir": session_dir,
         "namespace": _local.namespace,
         "job_id": hex_id(client.job),
+        "webui_url": None,  # no dashboard server: the views are the notebook's panel
     }
     return ClusterInfo(_local.info)
 
@@ -215,6 +216,17 @@ def _auto_init() -> runtime.CoreClient:
 
 
 runtime.set_auto_init(_auto_init)
+
+
+def get_dashboard_url() -> str | None:
+    """Ray's ``get_dashboard_url()`` (``init().address_info["webui_url"]``): the dashboard's
+    "HOST:PORT". nbdist runs no dashboard server (its views are the notebook's panel and
+    ``nbdist status``), so on its engine this is None, as Ray's is for a cluster started
+    without a dashboard; on backend="ray" it is Ray's."""
+    if not is_initialized():
+        raise RuntimeError("get_dashboard_url() needs a running cluster: call nbdist.init() "
+                           "first.")
+    return current.backend.info.get("webui_url")
 
 
 def is_initialized() -> bool:

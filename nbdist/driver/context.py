@@ -10,12 +10,27 @@ call running in this thread and the constructor call of the process's actor.
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING, Any
 
 from nbdist.ids import ActorID, JobID, NodeID, TaskID, hex_id
 
 if TYPE_CHECKING:
     from nbdist.driver.runtime import CoreClient
+
+
+class RayDeprecationWarning(DeprecationWarning):
+    """A deprecated name of Ray's API that still works (Ray's own category of the same name)."""
+
+
+_DEPRECATED = ("This API is deprecated and may be removed in future releases. You could "
+               'suppress this warning by setting env variable PYTHONWARNINGS="ignore::'
+               'DeprecationWarning"\n')
+
+
+def _deprecated(instead: str) -> None:
+    """Warn, as Ray 2.60 does, that the caller used a deprecated context name."""
+    warnings.warn(_DEPRECATED + f"Use {instead} instead", RayDeprecationWarning, stacklevel=3)
 
 
 def _in_worker(what: str) -> None:
@@ -78,19 +93,22 @@ class ContextNames:
 
     @property
     def job_id(self) -> JobID:
+        _deprecated("get_job_id()")
         return JobID(self.get_job_id())
 
     @property
     def node_id(self) -> NodeID:
+        _deprecated("get_node_id()")
         return NodeID(self.get_node_id())
 
     @property
     def task_id(self) -> TaskID | None:
-        tid = self.get_task_id()
-        return None if tid is None else TaskID(tid)
+        _deprecated("get_task_id()")
+        return self._task_id()
 
     @property
     def actor_id(self) -> ActorID | None:
+        _deprecated("get_actor_id()")
         aid = self.get_actor_id()
         return None if aid is None else ActorID(aid)
 
@@ -98,21 +116,30 @@ class ContextNames:
     def current_placement_group_id(self) -> Any:
         from nbdist.driver.groups import PlacementGroupID
 
+        _deprecated("get_placement_group_id()")
         return PlacementGroupID(self.get_placement_group_id() or "f" * 36)
 
     def get_resource_ids(self) -> dict[str, list[str]]:
+        _deprecated("get_accelerator_ids()")
         return self.get_accelerator_ids()
 
+    def _task_id(self) -> TaskID | None:
+        tid = self.get_task_id()
+        return None if tid is None else TaskID(tid)
+
     def get(self) -> dict[str, Any]:
-        """job_id, node_id and namespace; task_id and actor_id where they apply (as Ray)."""
-        out: dict[str, Any] = {"job_id": self.job_id, "node_id": self.node_id,
+        """job_id, node_id and namespace; task_id and actor_id where they apply (as Ray).
+        Deprecated in Ray, as the id properties are: it warns as Ray's does."""
+        _deprecated("get_xxx_id() methods to get relevant ids")
+        out: dict[str, Any] = {"job_id": JobID(self.get_job_id()),
+                               "node_id": NodeID(self.get_node_id()),
                                "namespace": self.namespace}
-        task_id = self.task_id
+        task_id = self._task_id()
         if task_id is not None:
             out["task_id"] = task_id
-            actor_id = self.actor_id
+            actor_id = self.get_actor_id()
             if actor_id is not None:
-                out["actor_id"] = actor_id
+                out["actor_id"] = ActorID(actor_id)
         return out
 
 

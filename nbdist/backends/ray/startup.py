@@ -84,6 +84,7 @@ def start(address: str | None, init_kwargs: dict[str, Any], namespace: str | Non
         "session_dir": details.get("session_dir", ""),
         "namespace": ctx.namespace,
         "job_id": ctx.get_job_id(),
+        "webui_url": details.get("webui_url"),
     }
 
 
