@@ -46,7 +46,9 @@ def _column(values: Any) -> pa.Array | pa.ChunkedArray:
         values = np.stack(values)
     arr = np.asarray(values) if not isinstance(values, np.ndarray) else values
     if arr.ndim > 1:
-        return pa.FixedShapeTensorArray.from_numpy_ndarray(np.ascontiguousarray(arr))
+        dense = np.empty(arr.shape, arr.dtype)  # C order with real strides (no 0 stride)
+        dense[...] = arr
+        return pa.FixedShapeTensorArray.from_numpy_ndarray(dense)
     if arr.dtype == object:
         items = list(arr)
         if items and isinstance(items[0], np.ndarray):
