@@ -365,12 +365,24 @@ class SSHCluster:
         session whose end stops them."""
         info = _start_host(self.ssh, self.spec, self.folder, host, head, progress)
         if hold:
-            command = " ".join(shlex.quote(a) for a in [
-                "nbdist", "_ssh-host", "hold", "--cluster", self.spec.name, "--ip", host])
-            self._holds.append(subprocess.Popen(
-                self.ssh.argv(host, command), stdin=subprocess.PIPE,
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            self._hold(host)
         return info
+
+    def _hold(self, host: str) -> None:
+        """Open ``host``'s held session and wait until the host says it holds (a process
+        killed right after ``up`` returned must still end the cluster)."""
+        import select
+
+        command = " ".join(shlex.quote(a) for a in [
+            "nbdist", "_ssh-host", "hold", "--cluster", self.spec.name, "--ip", host])
+        proc = subprocess.Popen(self.ssh.argv(host, command), stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self._holds.append(proc)
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], SSH_TIMEOUT_S * 2)
+        if not ready or proc.stdout.readline() != b"held\n":
+            raise ClusterError(f"{host}: the SSH session that ties the cluster to this process "
+                               f"did not open (exit code {proc.poll()}).")
 
     def release(self) -> None:
         """End the held SSH sessions (each host then stops what still runs there)."""
@@ -383,6 +395,8 @@ class SSHCluster:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+            if proc.stdout is not None:
+                proc.stdout.close()
         self._holds.clear()
 
     def status(self) -> dict[str, Any]:

@@ -146,6 +146,8 @@ def _hold(folder: Path) -> None:
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a hung-up session is the signal to stop
     with contextlib.suppress(OSError):
         (folder / f"hold.{os.getpid()}").touch(mode=0o600)
+    with contextlib.suppress(OSError):
+        print("held", flush=True)  # `up` returns only once every host holds
     while sys.stdin.buffer.read(65536):
         pass
     _stop_folder(folder)

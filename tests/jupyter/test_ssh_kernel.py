@@ -98,3 +98,20 @@ def test_up_status_with_a_host_powered_off_and_down_from_cells(
     assert hosts[0].address not in reply["evalue"].split("The other hosts")[0]
     assert until(lambda: not hosts[0].pids() and not hosts[1].pids(), timeout=30), \
         [h.process_lines() for h in hosts]
+
+
+def test_a_cluster_brought_up_from_a_kernel_ends_when_the_kernel_is_killed(
+        hosts: Hosts, kernel: KernelSession, tmp_path: Path) -> None:
+    name = f"kk{os.getpid()}"
+    file = tmp_path / "lab.yaml"
+    file.write_text(textwrap.dedent(f"""\
+        cluster_name: {name}
+        provider: {{type: local, head_ip: {hosts[0].address}, worker_ips: [{hosts[1].address}]}}
+        auth: {{ssh_user: {hosts.user}, ssh_private_key: {hosts.key}}}
+        """))
+    kernel.ok(f"%nbdist up {file}", timeout=240)
+    assert hosts[0].pids() and hosts[1].pids()
+    kernel.km.shutdown_kernel(now=True)  # SIGKILL: no cell and no atexit handler runs
+    assert until(lambda: not hosts[0].pids() and not hosts[1].pids(), timeout=60), \
+        [h.process_lines() for h in hosts]
+    assert not list(Path(f"/tmp/nbdist-{os.getuid()}").glob(f"up-{name}-*"))
