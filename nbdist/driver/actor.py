@@ -13,6 +13,7 @@ import inspect
 from typing import Any
 
 from nbdist.backends.base import current
+from nbdist.driver.options import check_function_size
 from nbdist.driver.remote_function import (
     ACTOR_OPTIONS,
     METHOD_OPTIONS,
@@ -133,6 +134,7 @@ class ActorClass:
     def _pickle(self) -> bytes:
         if self._pickled is None:
             data, _ = check_picklable(self._cls, f"actor class {self.__name__!r}")
+            check_function_size(data, "actor", self.__name__)
             self._pickled = data
         return self._pickled
 

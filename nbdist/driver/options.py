@@ -16,9 +16,34 @@ Ray documents.
 from __future__ import annotations
 
 import difflib
+import logging
+import os
 from typing import Any
 
 from nbdist.driver import runtime_env
+
+log = logging.getLogger(__name__)
+
+# A pickled function or actor class over this many bytes is refused at .remote() (Ray's limit,
+# read from the same environment variable); over the lower one it is shipped with a warning.
+FUNCTION_SIZE_WARN = 10**7
+FUNCTION_SIZE_ERROR = int(os.environ.get("FUNCTION_SIZE_ERROR_THRESHOLD", 10**8))
+
+
+def check_function_size(data: bytes, kind: str, name: str) -> None:
+    """Refuse (ValueError, as Ray) a function or class whose pickle is over Ray's limit: it
+    almost always captured a large object by accident, which every worker would load."""
+    mib = len(data) // 2**20
+    tip = ("Check that its definition is not implicitly capturing a large array or other "
+           "object in scope. Tip: use nbdist.put() to put large objects in the object store "
+           "and pass the ref instead.")
+    if len(data) >= FUNCTION_SIZE_ERROR:
+        raise ValueError(f"The {kind} {name} is too large ({mib} MiB > "
+                         f"FUNCTION_SIZE_ERROR_THRESHOLD={FUNCTION_SIZE_ERROR // 2**20} MiB). "
+                         + tip)
+    if len(data) > FUNCTION_SIZE_WARN:
+        log.warning("The %s %s is very large (%d MiB). %s", kind, name, mib, tip)
+
 
 TASK_IGNORED = frozenset({
     "enable_task_events", "_metadata", "_labels", "max_calls", "object_store_memory",

@@ -229,9 +229,11 @@ class RemoteFunction:
 
     def _pickle(self) -> bytes:
         if self._pickled is None:
+            from nbdist.driver.options import check_function_size
             from nbdist.wire.serialization import check_picklable
 
             data, _ = check_picklable(self._function, f"remote function {self._name!r}")
+            check_function_size(data, "remote function", self._name)
             self._pickled = data
         return self._pickled
 

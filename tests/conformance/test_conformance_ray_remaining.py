@@ -7,6 +7,8 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+import pytest
+
 import nbdist
 
 DEPRECATED = {"job_id": "get_job_id()", "node_id": "get_node_id()",
@@ -52,3 +54,27 @@ def test_the_dashboard_url_is_the_init_address_infos(backend) -> None:
         assert url is None  # no dashboard server: nbdist's views are the notebook's panel
     else:
         assert url is None or (isinstance(url, str) and ":" in url)
+
+
+def test_a_function_or_actor_capturing_over_100_mb_is_refused_at_remote(backend) -> None:
+    captured = b"\0" * (101 * 2**20)  # over the limit of 10**8 bytes (Ray's default)
+
+    @nbdist.remote
+    def big() -> int:
+        return len(captured)
+
+    @nbdist.remote
+    class BigActor:
+        def size(self) -> int:
+            return len(captured)
+
+    with pytest.raises(ValueError, match=r"The remote function .*big is too large"):
+        big.remote()
+    with pytest.raises(ValueError, match=r"The actor BigActor is too large"):
+        BigActor.remote()
+
+    @nbdist.remote
+    def small() -> int:
+        return 1
+
+    assert nbdist.get(small.remote(), timeout=120) == 1  # the refusal left the driver usable
