@@ -155,3 +155,22 @@ def test_errors_name_the_fix() -> None:
         rd.range(10).map_batches(lambda b: b, batch_format="arrow")
     with pytest.raises(nbdist.exceptions.NbdistError, match="same number of rows"):
         rd.range(10).zip(rd.range(11)).take_all()
+
+
+def test_preprocessors_match_pandas() -> None:
+    from nbdist.data.preprocessors import (Chain, Concatenator, LabelEncoder, MinMaxScaler,
+                                           OneHotEncoder, StandardScaler)
+
+    df = _frame(200)
+    ds = rd.from_pandas([df.iloc[:100], df.iloc[100:]])
+    scaled = StandardScaler(["x"]).fit_transform(ds).to_pandas()
+    assert np.allclose(scaled["x"], (df["x"] - df["x"].mean()) / df["x"].std())
+    mm = MinMaxScaler(["y"]).fit_transform(ds).to_pandas()
+    assert mm["y"].min() == 0 and mm["y"].max() == 1
+    labels = LabelEncoder("g").fit_transform(ds).to_pandas()
+    assert list(labels["g"]) == list(df["g"].map({"a": 0, "b": 1, "c": 2}))
+    hot = OneHotEncoder(["g"]).fit_transform(ds).take(1)[0]["g"]
+    assert hot.tolist() == [int(df["g"][0] == v) for v in "abc"]
+    chain = Chain(StandardScaler(["x", "y"]), Concatenator(["x", "y"], "features"))
+    out = chain.fit_transform(ds).take_batch(5)
+    assert out["features"].shape == (5, 2) and "x" not in out
