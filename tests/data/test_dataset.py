@@ -158,8 +158,14 @@ def test_errors_name_the_fix() -> None:
 
 
 def test_preprocessors_match_pandas() -> None:
-    from nbdist.data.preprocessors import (Chain, Concatenator, LabelEncoder, MinMaxScaler,
-                                           OneHotEncoder, StandardScaler)
+    from nbdist.data.preprocessors import (
+        Chain,
+        Concatenator,
+        LabelEncoder,
+        MinMaxScaler,
+        OneHotEncoder,
+        StandardScaler,
+    )
 
     df = _frame(200)
     ds = rd.from_pandas([df.iloc[:100], df.iloc[100:]])
