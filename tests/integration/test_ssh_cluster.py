@@ -2,8 +2,9 @@
 network namespaces on a bridge, each with its own address and a real sshd (see
 tests/sshhosts.py). The notebook's side runs in the root namespace and reaches the hosts only
 through their addresses, over SSH and over the cluster's TLS connections. The three hosts are
-shared by the module's tests. ``%nbdist up`` in a real kernel, and a host powered off while
-the cluster runs, are in tests/jupyter/test_ssh_kernel.py.
+shared by the module's tests. ``%nbdist up`` in a real kernel, a host powered off while the
+cluster runs, and a killed kernel taking its cluster with it are in
+tests/jupyter/test_ssh_kernel.py.
 """
 
 from __future__ import annotations
@@ -254,9 +255,9 @@ def test_a_host_that_fails_to_start_is_named_and_up_stops_the_others(
 
 
 # --------------------------------------------------------------------------- python form
-def _python_form(hosts: Hosts, name: str, ready: Path, with_block: bool) -> str:
-    """A script: (``with_block``: a ``with nbdist.cluster.ssh(...)`` block first, then) a
-    cluster from ``nbdist.cluster.ssh(...)`` that it holds until it is killed."""
+def _python_form(hosts: Hosts, name: str, ready: Path) -> str:
+    """A script: a ``with nbdist.cluster.ssh(...)`` block, then a cluster from
+    ``nbdist.cluster.ssh(...)`` that it holds until it is killed."""
     return textwrap.dedent(f"""
         import time
         import nbdist
@@ -272,11 +273,10 @@ def _python_form(hosts: Hosts, name: str, ready: Path, with_block: bool) -> str:
                 user={hosts.user!r}, key={str(hosts.key)!r}, name={name!r},
                 resources={{h: {{"host": 1}} for h in {[h.address for h in hosts]!r}}})
 
-        if {with_block!r}:
-            with ssh() as cluster:
-                print("NODES", len(cluster.status()["nodes"]),
-                      nbdist.get(where.remote(), timeout=120) is not None, flush=True)
-            print("AFTER BLOCK", nbdist.is_initialized(), flush=True)
+        with ssh() as cluster:
+            print("NODES", len(cluster.status()["nodes"]),
+                  nbdist.get(where.remote(), timeout=120) is not None, flush=True)
+        print("AFTER BLOCK", nbdist.is_initialized(), flush=True)
         cluster = ssh()
         print("HELD", nbdist.get(where.remote(), timeout=120) is not None, flush=True)
         open({str(ready)!r}, "w").close()
@@ -300,26 +300,11 @@ def _kill(driver: subprocess.Popen[str]) -> str:
     return out + err
 
 
-def test_the_python_form_ends_with_its_process_also_when_killed(
-        hosts: Hosts, state: Path, tmp_path: Path) -> None:
-    name = f"py{os.getpid()}"
-    ready = tmp_path / "ready"
-    driver = _run_until_ready(_python_form(hosts, name, ready, False), state, ready)
-    try:
-        assert all(h.pids() for h in hosts), [h.process_lines() for h in hosts]
-    finally:
-        out = _kill(driver)  # as a kernel that is killed: nothing runs down() for it
-    assert "HELD True" in out, out
-    # Each host's held SSH session ended with the process: the hosts stopped on their own.
-    assert until(lambda: not any(h.pids() for h in hosts) and not _host_folders(name),
-                 timeout=60), [h.process_lines() for h in hosts]
-
-
 def test_the_python_form_stops_at_the_end_of_its_block_and_down_from_a_shell_ends_all(
         hosts: Hosts, state: Path, tmp_path: Path) -> None:
     name = f"pyw{os.getpid()}"
     ready = tmp_path / "ready"
-    driver = _run_until_ready(_python_form(hosts, name, ready, True), state, ready)
+    driver = _run_until_ready(_python_form(hosts, name, ready), state, ready)
     try:
         assert all(h.pids() for h in hosts), [h.process_lines() for h in hosts]
         # `nbdist down` from a shell, while the process that holds the cluster still runs:
