@@ -64,7 +64,8 @@ class ClusterSpec:
             raise ValueError("The cluster needs a head host (provider.head_ip).")
         seen = set()
         for host in self.hosts:
-            if not isinstance(host, str) or not host or any(c in host for c in " '\"@/;"):
+            if (not isinstance(host, str) or not host or host.startswith("-")
+                    or any(c in host for c in " '\"@/;")):
                 raise ValueError(f"Bad host {host!r}: expected an address or host name.")
             if host in seen:
                 raise ValueError(f"Host {host} is listed twice; each host runs one node.")

@@ -107,23 +107,23 @@ class Ssh:
         err = done.stderr.decode(errors="replace").strip()
         if done.returncode == 255:
             raise ClusterError(f"{host}: SSH failed: {err or 'exit code 255'}. "
-                               + self._hint(err))
+                               + self._hint(host, err))
         if done.returncode != 0:
             raise ClusterError(f"{host}: `{command}` failed (exit code {done.returncode})"
                                f"{': ' + err[-1500:] if err else ''}")
         return done.stdout.decode(errors="replace")
 
-    def _hint(self, err: str) -> str:
-        who = f"{self.spec.user}@" if self.spec.user else ""
+    def _hint(self, host: str, err: str) -> str:
+        who = f"{self.spec.user}@{host}" if self.spec.user else host
         if "Permission denied" in err:
             key = self.spec.key or "your default SSH key"
             return (f"The host refused the key {key}: check auth.ssh_private_key and that its "
                     f"public key is in ~{self.spec.user or ''}/.ssh/authorized_keys there "
-                    f"(try: ssh {'-i ' + key + ' ' if self.spec.key else ''}{who}HOST true).")
+                    f"(try: ssh {'-i ' + key + ' ' if self.spec.key else ''}{who} true).")
         if "Host key verification failed" in err or "HOST IDENTIFICATION" in err:
             return (f"The host's SSH key differs from the one seen at `up` (in "
                     f"{self.known_hosts}); if the host was reinstalled, remove its line there.")
-        return "Check that the host is up and reachable (try: ssh " + who + "HOST true)."
+        return f"Check that the host is up and reachable (try: ssh {who} true)."
 
 
 def _parallel(hosts: list[str], step: Callable[[str], Any]) -> tuple[dict[str, Any],

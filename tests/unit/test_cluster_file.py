@@ -87,6 +87,7 @@ def test_nbdist_keys_per_host_resources_and_unknown_keys(tmp_path: Path) -> None
     ("provider: {type: local, head_ip: h1, worker_ips: h2}", "worker_ips must be a list"),
     ("provider: {type: local, head_ip: h1, worker_ips: [h1]}", "h1 is listed twice"),
     ("provider: {type: local, head_ip: 'h1; rm -rf /'}", "Bad host"),
+    ("provider: {type: local, head_ip: -oProxyCommand=evil}", "Bad host"),
     ("provider: {type: local, head_ip: h1}\nnbdist: {port: 70000}", "nbdist.port must be"),
     ("provider: {type: local, head_ip: h1}\nnbdist: {resources: {h9: {CPU: 1}}}",
      "names h9, which is not a host"),
