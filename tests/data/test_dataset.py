@@ -180,3 +180,25 @@ def test_preprocessors_match_pandas() -> None:
     chain = Chain(StandardScaler(["x", "y"]), Concatenator(["x", "y"], "features"))
     out = chain.fit_transform(ds).take_batch(5)
     assert out["features"].shape == (5, 2) and "x" not in out
+
+
+class DieOnce:
+    """Ends its own process on its first call of the run (a marker file says it did)."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __call__(self, batch: dict) -> dict:
+        import os
+
+        if not os.path.exists(self.marker):
+            open(self.marker, "w").close()
+            os._exit(1)
+        return batch
+
+
+def test_a_dead_pool_actor_is_replaced_and_its_blocks_run_again(tmp_path) -> None:
+    ds = rd.range(100, override_num_blocks=4).map_batches(
+        DieOnce, fn_constructor_args=(str(tmp_path / "died"),), concurrency=1, num_cpus=0.5)
+    assert ds.sum("id") == sum(range(100))
+    assert (tmp_path / "died").exists()
