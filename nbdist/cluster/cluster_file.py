@@ -123,7 +123,7 @@ def parse(data: dict[str, Any]) -> ClusterSpec:
         name=str(data.pop("cluster_name", "default")), head=hosts[0], workers=hosts[1:],
         user=str(user) if user else None, key=str(key) if key else None,
         port=_int(own.get("port", DEFAULT_PORT), "nbdist.port"),
-        resources=_resources(data, own, hosts), commands=_commands(data, hosts),
+        resources=_resources(data, own, hosts, ignored), commands=_commands(data, hosts),
         install=bool(own.get("install", False)))
     spec.ignored = ignored + sorted(data)
     return spec
@@ -151,9 +151,10 @@ def _amounts(value: Any, key: str) -> dict[str, float]:
     return {str(k): float(v) for k, v in value.items()}
 
 
-def _resources(data: dict[str, Any], own: dict[str, Any],
-               hosts: list[str]) -> dict[str, dict[str, float]]:
-    """Per host: its node type's resources (Ray's ``available_node_types``), then its own."""
+def _resources(data: dict[str, Any], own: dict[str, Any], hosts: list[str],
+               ignored: list[str]) -> dict[str, dict[str, float]]:
+    """Per host: its node type's resources (Ray's ``available_node_types``), then its own;
+    the node types' other keys (``node_config``, ``min_workers``, ...) go to ``ignored``."""
     out: dict[str, dict[str, float]] = {}
     types = _mapping(data.pop("available_node_types", None), "available_node_types")
     head_type = data.pop("head_node_type", None)
@@ -166,8 +167,11 @@ def _resources(data: dict[str, Any], own: dict[str, Any],
             raise ValueError("available_node_types: nbdist takes one worker type for all "
                              "worker_ips; give hosts their own resources under "
                              "nbdist.resources instead.")
-        by_type = {t: _amounts(_mapping(types[t], f"available_node_types.{t}").get(
-            "resources"), f"available_node_types.{t}.resources") for t in types}
+        by_type = {}
+        for t in types:
+            entry = _mapping(types[t], f"available_node_types.{t}")
+            by_type[t] = _amounts(entry.get("resources"), f"available_node_types.{t}.resources")
+            ignored += [f"available_node_types.{t}.{k}" for k in entry if k != "resources"]
         out[hosts[0]] = dict(by_type[head_type])
         for host in hosts[1:]:
             out[host] = dict(by_type[worker_types[0]]) if worker_types else {}

@@ -133,7 +133,8 @@ def _check_up_cluster(hosts: Hosts, state: Path, file: Path,
     """The cluster is up as the cluster file says; ``daemons`` gets the hosts' processes."""
     assert up.returncode == 0, up.stdout + up.stderr
     # The keys nbdist does not use are named; each host went through every step.
-    assert "(ignored): head_start_ray_commands, max_workers\n" in up.stdout, up.stdout
+    assert ("(ignored): available_node_types.head.node_config, available_node_types.worker."
+            "node_config, head_start_ray_commands, max_workers\n") in up.stdout, up.stdout
     for host in hosts:
         steps = [line.split(None, 1)[1] for line in up.stdout.splitlines()
                  if line.strip().startswith(host.address + " ")]

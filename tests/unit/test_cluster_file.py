@@ -53,7 +53,10 @@ def test_a_ray_on_premise_file_reads_with_the_unused_keys_named(tmp_path: Path) 
                               "10.0.0.3": {"CPU": 4.0, "disk": 1.0}}
     assert spec.commands["10.0.0.1"] == ["echo init", "pip install -q nbdist", "echo head"]
     assert spec.commands["10.0.0.3"] == ["echo init", "pip install -q nbdist", "echo worker"]
-    assert spec.ignored == ["docker", "head_start_ray_commands", "idle_timeout_minutes",
+    assert spec.ignored == ["available_node_types.head.node_config",
+                            "available_node_types.worker.node_config",
+                            "available_node_types.worker.min_workers",
+                            "docker", "head_start_ray_commands", "idle_timeout_minutes",
                             "max_workers", "upscaling_speed", "worker_start_ray_commands"]
 
 
