@@ -123,6 +123,8 @@ class LocalBackend:
             "unordered": ac._runs_concurrently(),
             **(placing or {}),
         }
+        if not placing and _default_resources(opts):
+            extra["place_cpu"] = 1.0  # as Ray: 1 CPU to be placed, none held while it lives
         env = runtime_env.wire(client, opts.get("runtime_env"))
         if env is not None:
             extra["runtime_env"] = env
@@ -226,6 +228,13 @@ def _started(query: str) -> runtime.CoreClient:
             "Call nbdist.init() first (with the num_cpus, resources, address, ... you want; "
             "%nbdist start in a notebook).")
     return runtime.current()
+
+
+def _default_resources(opts: dict[str, Any]) -> bool:
+    """Whether an actor asks for no resources (memory aside), where Ray places it only on a
+    node with a CPU although it holds none."""
+    return (opts.get("num_cpus") is None and not opts.get("num_gpus")
+            and not opts.get("resources"))
 
 
 def _int_opt(value: Any, default: int) -> int:

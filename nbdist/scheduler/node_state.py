@@ -283,9 +283,11 @@ class NodeState:
         while pending:
             actor = pending[0]
             shape = actor.spec[P.S_RESOURCES] or ()
-            if not placement.fits(shape):
-                index = placement.remote_for(shape, need_free=True) if (
-                    placement.remote and shape) else 0
+            place = _placement_shape(actor, shape)
+            if not (placement.fits(shape) and placement.feasible(place)):
+                index = (placement.remote_for(place, need_free=True)
+                         or placement.remote_for(place, need_free=False)) if (
+                    placement.remote and place) else 0
                 if not index:
                     break
                 pending.popleft()
@@ -724,3 +726,14 @@ def _amount(name: str, amount: float) -> str:
 def _no_frames(filename: str) -> bool:
     """The node adds no traceback of its own to an error it makes."""
     return True
+
+
+def _placement_shape(actor: Any, shape: Shape) -> Shape:
+    """What a node must have to be given ``actor``: its shape, plus one CPU for an actor that
+    asked for no resources (Ray places those only where a CPU is, though they hold none)."""
+    extra = actor.spec[P.S_EXTRA] or {}
+    if not extra.get("place_cpu"):
+        return shape
+    need = dict(shape)
+    need["CPU"] = need.get("CPU", 0.0) + float(extra["place_cpu"])
+    return tuple(sorted(need.items()))

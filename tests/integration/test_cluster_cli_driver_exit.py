@@ -1,7 +1,8 @@
 """A driver attached to a cluster started with ``nbdist start`` that goes away (Ctrl-C, or
 killed) takes its work with it, as a driver that owns its cluster does: its tasks that wait or
 run on any node end (their workers are stopped), its actors end; detached actors stay.
-Also: a head started with ``--num-cpus 0`` runs no work, as asked.
+Also: a head started with ``--num-cpus 0`` runs no tasks and gets no actor that asked for no
+resources (Ray places those only on a node with a CPU), as asked.
 
 The drivers are real script processes sent a real signal; the cluster is real.
 """
@@ -137,13 +138,25 @@ def test_a_head_started_with_no_cpus_runs_no_tasks(cli: Cli) -> None:
         def where():
             return nbdist.get_runtime_context().get_node_id()
 
+        @nbdist.remote
+        class Where:
+            def node(self):
+                return nbdist.get_runtime_context().get_node_id()
+
+        # Ray's default actor needs a CPU to be placed (none to run); num_cpus=0 needs none.
+        print(nbdist.get(Where.options(num_cpus=0).remote().node.remote()),
+              *[nbdist.get(Where.remote().node.remote()) for _ in range(2)])
         print(nbdist.get_runtime_context().get_node_id(), *set(nbdist.get(
             [where.remote() for _ in range(4)])))
     """)
     assert driver.returncode == 0, driver.stderr
-    here, *ran_on = driver.stdout.split()
+    actors, tasks = driver.stdout.strip().split("\n")
+    zero_cpu_actor, *default_actors = actors.split()
+    here, *ran_on = tasks.split()
     nodes = cli.status()["nodes"]
     assert here == nodes[0]["node_id"] and ran_on == [nodes[1]["node_id"]]
+    assert default_actors == [nodes[1]["node_id"]] * 2
+    assert zero_cpu_actor == here  # placed where the driver's node is, as Ray places it
 
 
 @pytest.mark.parametrize("args, error", [
