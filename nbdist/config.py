@@ -55,8 +55,9 @@ class Config:
     worker_nice: int = 5
     # Worker stdout/stderr is printed on the driver with a "(name pid=N)" prefix.
     log_to_driver: bool = True
-    # In a cluster nodes can join (`nbdist start`), a task that no node has the resources for
-    # waits this long for one before it fails (a local cluster fails it at once).
+    # A task that no node has the resources for stays pending this long (as Ray keeps it
+    # pending; in a cluster started with `nbdist start` a node with them may join), then fails
+    # with a ValueError naming what it needs.
     infeasible_wait_s: float = 5.0
     # Events kept for late subscribers and timelines.
     event_buffer: int = 200_000

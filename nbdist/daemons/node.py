@@ -72,8 +72,9 @@ class NodeDaemon:
         resources[f"node:{self.node_id}"] = 1.0
         self.state = NodeState(self, resources, list(range(int(args.num_gpus or 0))),
                                int(args.num_cpus), cfg.max_extra_workers, cfg.object_store_memory)
-        if args.head.startswith("tcp:"):  # other nodes can join: see NodeState.parked
-            self.state.placement.infeasible_wait = cfg.infeasible_wait_s
+        # A task no node can run stays pending for a while, as Ray keeps it (a wait or a get
+        # with a timeout sees it not ready; a node may join): see NodeState.parked.
+        self.state.placement.infeasible_wait = cfg.infeasible_wait_s
         self.state.objects.spill_limit = cfg.spill_max_bytes
         self.state.notices.node_id = self.node_id  # named by its event records
         self.next_local = 1
@@ -285,7 +286,10 @@ class NodeDaemon:
             if client.worker is not None:
                 st.unblocked(client.worker)
         elif op == P.CANCEL:
-            st.cancel(msg[1], msg[2], len(msg) < 4 or msg[3])
+            if len(msg) > 4 and msg[4]:  # the tasks a direct actor call submitted
+                st.cancel_children_of(msg[1] - 1, msg[2])
+            else:
+                st.cancel(msg[1], msg[2], len(msg) < 4 or msg[3])
         elif op == P.KILL_ACTOR:
             st.kill_actor(msg[1], msg[2], msg[3] if len(msg) > 3 else None)
         elif op == P.CONTROL:

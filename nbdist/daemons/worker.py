@@ -222,9 +222,11 @@ class Worker:
             if msg[0] == P.CALL:
                 self.inbox.append((P.EXEC, msg[1], msg[2], [], link))
             elif msg[0] == P.CALL_CANCEL:
-                self.cancel_call(link, msg[1])
+                self.cancel_call(link, msg[1], len(msg) > 2 and bool(msg[2]))
 
-    def cancel_call(self, link: links.Link, task_id: int) -> None:
+    def cancel_call(self, link: links.Link, task_id: int, recursive: bool = False) -> None:
+        if recursive:  # the tasks it submitted (and will) are known to this worker's node
+            self.client.send([(P.CANCEL, task_id + 1, False, True, True)])
         for msg in list(self.inbox):
             if msg is not None and len(msg) > 4 and msg[1][P.S_TASK_ID] == task_id:
                 try:

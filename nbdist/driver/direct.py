@@ -244,8 +244,9 @@ class DirectCalls:
                 client.release(oid)
 
     # ------------------------------------------------------------ cancel
-    def cancel(self, task_id: int, force: bool) -> bool:
-        """Ask the worker to cancel the direct call ``task_id`` (False: not one in flight)."""
+    def cancel(self, task_id: int, force: bool, recursive: bool = False) -> bool:
+        """Ask the worker to cancel the direct call ``task_id`` (False: not one in flight);
+        ``recursive``: the tasks the call submitted too (the worker's node cancels them)."""
         with self.lock:
             call = self.calls.get(task_id)
             if call is None:
@@ -253,7 +254,7 @@ class DirectCalls:
             call.cancel = force
             link = call.link
         try:
-            link.send([(P.CALL_CANCEL, task_id)])
+            link.send([(P.CALL_CANCEL, task_id, recursive)])
         except OSError:
             pass  # the link is gone: the call went to the node, with its cancel (`_lost`)
         return True

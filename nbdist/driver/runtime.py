@@ -646,7 +646,7 @@ class CoreClient:
 
     def cancel(self, oid: int, force: bool, recursive: bool = True) -> None:
         direct = self.direct
-        if direct is not None and direct.cancel(direct.task_of(oid), force):
+        if direct is not None and direct.cancel(direct.task_of(oid), force, recursive):
             return
         self.send([(P.CANCEL, oid, force, recursive)])
 

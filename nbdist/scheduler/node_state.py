@@ -429,6 +429,13 @@ class NodeState:
                 self._cancel_children(task.id, force)
         self._cancel_task(task, oid, force, recursive)
 
+    def cancel_children_of(self, task_id: int, force: bool) -> None:
+        """A direct actor call ``task_id`` (which this node does not run) was cancelled
+        recursively: the tasks it submitted here end, and those it submits until it ends."""
+        self._prune()
+        self.cancel_trees.add(task_id)
+        self._cancel_children(task_id, force)
+
     def _prune(self) -> None:
         """Drop ended tasks from `parents` and `cancel_trees` once they have doubled since
         the last time (so cancelling many tasks one by one stays linear)."""

@@ -4,12 +4,15 @@ no node has, a function too big to ship, and the state a cancelled task is liste
 
 from __future__ import annotations
 
+import time
 import warnings
 from typing import Any
 
 import pytest
+from polling import poll
 
 import nbdist
+from nbdist.util.state import list_tasks
 
 DEPRECATED = {"job_id": "get_job_id()", "node_id": "get_node_id()",
               "current_placement_group_id": "get_placement_group_id()"}
@@ -78,3 +81,97 @@ def test_a_function_or_actor_capturing_over_100_mb_is_refused_at_remote(backend)
         return 1
 
     assert nbdist.get(small.remote(), timeout=120) == 1  # the refusal left the driver usable
+
+
+@nbdist.remote(num_cpus=0)
+def _runs_until_cancelled(started: Any) -> None:
+    nbdist.get(started.send.remote())
+    while True:
+        time.sleep(0.05)
+
+
+@nbdist.remote(num_cpus=0)
+class _Flag:
+    def __init__(self) -> None:
+        self.sent = False
+
+    def send(self) -> None:
+        self.sent = True
+
+    def is_set(self) -> bool:
+        return self.sent
+
+
+def _final_state(name: str) -> str:
+    def state() -> str | None:
+        rows = list_tasks(filters=[("name", "=", name)])
+        done = [r["state"] for r in rows if r["state"] in ("FINISHED", "FAILED")]
+        return done[0] if done else None
+
+    return str(poll(state, timeout=120, what=f"the cancelled task {name} listed as ended"))
+
+
+def test_a_cancelled_task_is_listed_as_failed(backend) -> None:
+    flag = _Flag.remote()
+    running = _runs_until_cancelled.options(name="cancelled-while-running").remote(flag)
+    poll(lambda: nbdist.get(flag.is_set.remote(), timeout=60), timeout=120,
+         what="the task started")
+    nbdist.cancel(running)
+    with pytest.raises(nbdist.exceptions.TaskCancelledError):
+        nbdist.get(running, timeout=120)
+    assert _final_state("cancelled-while-running") == "FAILED"
+
+
+@nbdist.remote
+def _answer() -> int:
+    return 42
+
+
+def test_a_task_asking_for_a_resource_no_node_has_is_pending_not_ready(backend) -> None:
+    infeasible = _answer.options(resources={"NonexistentCustom": 1}).remote()
+    assert nbdist.get(_answer.remote(), timeout=120) == 42  # other work goes on
+    ready, pending = nbdist.wait([infeasible], timeout=0.05)
+    assert (ready, pending) == ([], [infeasible])
+    with pytest.raises(nbdist.exceptions.GetTimeoutError):
+        nbdist.get(infeasible, timeout=0.5)
+    nbdist.cancel(infeasible)
+    with pytest.raises((nbdist.exceptions.TaskCancelledError, ValueError)):
+        nbdist.get(infeasible, timeout=120)
+
+
+@nbdist.remote(num_cpus=0)
+class _Keeper:
+    def __init__(self) -> None:
+        self.kept: list[Any] = []
+
+    def keep(self, refs: list[Any]) -> None:
+        self.kept = refs
+
+    def get_kept(self) -> list[Any]:
+        return self.kept
+
+
+@nbdist.remote(num_cpus=0)
+class _Spawner:
+    def ping(self) -> int:
+        return 1
+
+    def spawn_and_wait(self, keeper: Any, started: Any) -> None:
+        child = _runs_until_cancelled.remote(started)
+        nbdist.get(keeper.keep.remote([child]))
+        nbdist.get(child)
+
+
+def test_a_recursive_cancel_of_an_actor_call_cancels_the_tasks_it_submitted(backend) -> None:
+    keeper, started, spawner = _Keeper.remote(), _Flag.remote(), _Spawner.remote()
+    # Calls after the first go straight to the actor's worker on nbdist (a direct call).
+    assert nbdist.get([spawner.ping.remote() for _ in range(3)], timeout=120) == [1, 1, 1]
+    call = spawner.spawn_and_wait.remote(keeper, started)
+    poll(lambda: nbdist.get(started.is_set.remote(), timeout=60), timeout=120,
+         what="the child task started")
+    (child,) = nbdist.get(keeper.get_kept.remote(), timeout=60)
+    nbdist.cancel(call, recursive=True)
+    with pytest.raises(nbdist.exceptions.TaskCancelledError):
+        nbdist.get(child, timeout=120)
+    with pytest.raises((nbdist.exceptions.TaskCancelledError, nbdist.exceptions.RayTaskError)):
+        nbdist.get(call, timeout=120)  # its get of the child raised
