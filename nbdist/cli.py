@@ -15,6 +15,7 @@ def main(argv: list[str] | None = None) -> int:
               "  status           the cluster's nodes, workers, resources and object store\n"
               "  up FILE          start a cluster on other machines over SSH (a cluster file)\n"
               "  down FILE        stop what `nbdist up FILE` started, on every host\n"
+              "  debug [TASK]     the pdb prompt of a task paused at breakpoint() (--list)\n"
               "  install-kernel   install the Jupyter kernel \"Python 3 (nbdist)\"\n"
               "  microbenchmark   measure nbdist (and, with --compare ray, Ray) side by side")
         return 0
@@ -36,6 +37,10 @@ def main(argv: list[str] | None = None) -> int:
         except (ClusterError, ValueError) as exc:
             print(f"nbdist {command}: {exc}", file=sys.stderr)
             return 1
+    if command == "debug":
+        from nbdist.util.pdb import main as debug_main
+
+        return debug_main(rest)
     if command == "install-kernel":
         return _install_kernel(rest)
     if command == "microbenchmark":

@@ -15,6 +15,7 @@
     │                                    machine's memory was past memory_usage_threshold) and
     │                                    the retries were used up
     ├── TaskCancelledError               `cancel()` stopped the task
+    ├── DebuggerQuit                     a task paused in the debugger was ended with pdb's q
     ├── TaskPlacementGroupRemoved        the task's placement group was removed (or can
     │                                    never be placed) before or while it ran
     ├── ObjectLostError                  the object's value is gone and cannot be rebuilt
@@ -42,6 +43,7 @@ __all__ = [
     "WorkerCrashedError",
     "OutOfMemoryError",
     "TaskCancelledError",
+    "DebuggerQuit",
     "TaskPlacementGroupRemoved",
     "ObjectLostError",
     "ObjectStoreFullError",
@@ -198,6 +200,10 @@ class OutOfMemoryError(NbdistError):
 
 class TaskCancelledError(NbdistError):
     """The task was cancelled with `cancel()` before it finished."""
+
+
+class DebuggerQuit(NbdistError):
+    """A task paused at a breakpoint (or post-mortem) was ended with pdb's ``q``."""
 
 
 class TaskPlacementGroupRemoved(NbdistError):

@@ -147,6 +147,10 @@ class Head:
             return True
         if op == "kv_get":
             return self.kv.get(args)
+        if op == "kv_del":
+            return self.kv.pop(args, None) is not None
+        if op == "kv_list":  # the entries whose key starts with ``args``
+            return {k: v for k, v in self.kv.items() if k.startswith(args)}
         raise ValueError(f"unknown head request {op!r}")
 
     def _group_request(self, op: str, args: Any) -> Any:

@@ -38,10 +38,17 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from nbdist.daemons import debugger
 from nbdist.driver import generators, runtime, runtime_env
 from nbdist.driver.actor import READY_METHOD
 from nbdist.driver.client_parts import Dep
-from nbdist.exceptions import ActorDiedError, SerializationError, TaskCancelledError, TaskError
+from nbdist.exceptions import (
+    ActorDiedError,
+    DebuggerQuit,
+    SerializationError,
+    TaskCancelledError,
+    TaskError,
+)
 from nbdist.wire import links, serialization, transport
 from nbdist.wire import protocol as P
 
@@ -445,6 +452,7 @@ class Worker:
         except BaseException as exc:  # the user's error, reported with its traceback
             self.fail(spec, exc, t0, link)
         finally:
+            debugger.task_ended()
             _flush_streams()
             self.leave(saved)
 
@@ -570,7 +578,9 @@ class Worker:
              link: links.Link | None = None) -> None:
         if isinstance(exc, SystemExit) and not isinstance(exc, TaskError):
             self.exit_by_user(spec, exc, t0, link)
-        blob = self.error_blob(spec, exc)
+        exc = debugger.on_failure(spec[P.S_NAME], exc)  # pdb's q; a live post-mortem
+        blob = (serialization.system_error_blob(exc) if isinstance(exc, DebuggerQuit)
+                else self.error_blob(spec, exc))
         if link is not None:
             if spec[P.S_TASK_ID] in self.cancelled:
                 self.cancelled.discard(spec[P.S_TASK_ID])
@@ -679,6 +689,7 @@ def main(sock: socket.socket, secret: bytes, node_info: dict[str, Any]) -> None:
     sys.stdout = TaskStream(worker, "stdout")
     sys.stderr = TaskStream(worker, "stderr")
     signal.signal(signal.SIGINT, worker.on_sigint)
+    debugger.install(worker)
     client.start(reader_thread=False)
     try:
         worker.serve()

@@ -20,6 +20,7 @@ import time
 from typing import TYPE_CHECKING
 
 from nbdist import events as ev
+from nbdist.driver import debug
 from nbdist.ids import hex_id
 from nbdist.wire.serialization import error_fields
 
@@ -72,6 +73,9 @@ def tasks_started(client: CoreClient, items: list[tuple], t: float) -> None:
 def output(client: CoreClient, msg: tuple) -> None:
     """A LOG message: its lines as records, shown (see `show_output`)."""
     _, task_id, name, pid, stream, text = msg
+    if stream == debug.DEBUG_STREAM:  # a task paused in the debugger, or going on
+        debug.notice(client, task_id, name, pid, text, show_output)
+        return
     now = _T()
     tag = client.task_tags.get(task_id)
     show_output([ev.Output(now, hex_id(task_id), name, pid, stream, line, tag)

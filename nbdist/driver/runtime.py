@@ -187,7 +187,8 @@ class CoreClient:
         finally:
             conn.read_lock.release()
 
-    def _wait_event(self, event: Flag | threading.Event, timeout: float | None) -> bool:
+    def _wait_event(self, event: Flag | threading.Event, timeout: float | None,
+                    attend: bool = False) -> bool:
         # A submission after a wait starts a new burst: sent at once, so a loop of submit and
         # get (a round trip each) never leaves a task waiting for the flusher.
         self._last_submit = 0.0
@@ -196,17 +197,18 @@ class CoreClient:
         if self._batching:
             self.send([])  # what this waits for may be a task still in the batch
         if self.self_read:
-            return self._pump_until(event, timeout)
+            return self._pump_until(event, timeout, attend)
         self.conn.lend()
         try:
-            return self._pump_until(event, timeout)
+            return self._pump_until(event, timeout, attend)
         finally:
             self.conn.give_back()
 
-    def _pump_until(self, event: Flag | threading.Event, timeout: float | None) -> bool:
+    def _pump_until(self, event: Flag | threading.Event, timeout: float | None,
+                    attend: bool = False) -> bool:
         deadline = None if timeout is None else time.monotonic() + timeout
         while not event.is_set():
-            if self.attention is not None:
+            if attend and self.attention is not None:  # a get/wait, not a control call
                 self._attend()
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
@@ -533,7 +535,7 @@ class CoreClient:
         if blocked:
             self.send([(P.BLOCKED, self.ctx.task_id)])
         try:
-            ok = self._wait_event(waiter.event, timeout)
+            ok = self._wait_event(waiter.event, timeout, attend=True)
         finally:
             if blocked:
                 self.send([(P.UNBLOCKED, self.ctx.task_id)])

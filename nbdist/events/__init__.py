@@ -43,6 +43,7 @@ node or the worker where it happened. Ids are the hex strings users see elsewher
     stdout (a line of remote output), events_dropped, task_summary (not published)
     run_update (a trial's or a training worker's progress, from nbdist.tune / nbdist.train)
     task_held (a task held by step-through mode), step_mode (the mode, held count, released)
+    task_paused (a task stopped in the debugger, or going on again)
 
     subscribe(callback, kinds=None, raw=False) -> unsubscribe
                                            callback(list[Event]) on the dispatcher thread
@@ -94,6 +95,7 @@ from nbdist.events.records import (
     TaskFailed,
     TaskFinished,
     TaskHeld,
+    TaskPaused,
     TaskRetried,
     TaskStarted,
     TaskSubmitted,
@@ -116,7 +118,7 @@ __all__ = [
     "DepFold", "Event", "LibraryCall", "current_library_call", "library_call", "EventBus", "EventsDropped", "Execution", "GroupCounts", "NodeDown", "NodeUp",
     "ObjectCreated", "ObjectFreed", "ObjectPinned", "ObjectRestored", "ObjectSpilled",
     "Output", "PullQueue", "Replay", "RunUpdate", "StepMode", "TaskFailed", "TaskFinished",
-    "TaskHeld", "TaskRetried",
+    "TaskHeld", "TaskPaused", "TaskRetried",
     "TaskStarted", "TaskSubmitted", "TaskSummary", "WaitBegun", "WaitDone", "WaitProgress",
     "WorkerDown", "WorkerState", "WorkerSummary", "WorkerUp", "build", "bus", "compact",
     "current_cluster", "current_submitter", "execution_count", "executions", "fields", "kind_of", "object_info",

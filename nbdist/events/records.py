@@ -374,6 +374,22 @@ class StepMode(Event):
     kind = "step_mode"
 
 
+@_record("task_id")
+@dataclass(frozen=True, slots=True)
+class TaskPaused(Event):
+    """A running task stopped in the debugger (``breakpoint()``, or a live post-mortem):
+    ``paused`` True with where it stopped; False once it goes on (``how``: "continue" or
+    "quit"). It keeps its worker and resources meanwhile."""
+    task_id: str
+    name: str
+    worker_pid: int
+    node_id: str
+    where: str
+    paused: bool = True
+    how: str = ""
+    kind = "task_paused"
+
+
 # One group of `TaskSummary.groups`: (function name, submitter, pending, scheduled, running,
 # finished, failed); pending: waiting for its arguments; scheduled: for a worker.
 GroupCounts = tuple[str, "str | None", int, int, int, int, int]

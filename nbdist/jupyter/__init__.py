@@ -29,12 +29,13 @@ from typing import Any
 
 import nbdist
 from nbdist import events
-from nbdist.jupyter import plots
+from nbdist.jupyter import debug_magics, plots
 from nbdist.jupyter.display import WAIT_KINDS, HistoryGuard, ProgressBars, ref_html
 from nbdist.jupyter.magics import NbdistMagics
 from nbdist.jupyter.output import CellRouter
 from nbdist.jupyter.runview import RunViews
 from nbdist.jupyter.tqdm_view import TqdmBars
+from nbdist.util import pdb as remote_pdb
 
 __all__ = ["load_ipython_extension", "unload_ipython_extension"]
 
@@ -68,6 +69,7 @@ class _Extension:
         self._unsubscribe.append(events.subscribe(self.runs.on_events, ["run_update"]))
         self.router.take_output = self.runs.take_output
         self.tqdm.install()
+        remote_pdb.set_prompt(debug_magics.kernel_prompt(ip))
 
     def uninstall(self) -> None:
         ip = self.ip
@@ -84,6 +86,7 @@ class _Extension:
                 ip.events.unregister(name, cb)
         events.set_submitter(None)
         events.set_output_handler(None)
+        remote_pdb.set_prompt(None)
         ip.set_custom_exc((), None)
         ip.display_formatter.formatters["text/html"].pop(nbdist.ObjectRef, None)
 

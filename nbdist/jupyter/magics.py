@@ -26,6 +26,7 @@ from IPython.display import HTML, display
 
 import nbdist
 from nbdist import events
+from nbdist.jupyter import debug_magics
 
 
 class _Parser(argparse.ArgumentParser):
@@ -97,6 +98,7 @@ def _nbdist_parser() -> _Parser:
                           "frontend)")
     show.add_argument("--internal", action="store_true",
                       help="also draw the calls nbdist's libraries make for their runs")
+    debug_magics.add_parsers(sub)
     p.commands = dict(sub.choices)
     return p
 
@@ -327,6 +329,8 @@ class NbdistMagics(Magics):
             _step(args.what)
         elif args.command == "run":
             _step("run")
+        elif args.command == "debug":
+            debug_magics.run(args)
         elif args.command == "show":
             from nbdist.jupyter.widget import show
 

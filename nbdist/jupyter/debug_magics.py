@@ -1,0 +1,69 @@
+"""Debugging remote code from the notebook: the prompt and ``%nbdist debug`` (L4).
+
+The extension installs `kernel_prompt` with `nbdist.util.pdb.set_prompt`: a task that
+pauses at ``breakpoint()`` while a cell waits on it (``get``/``wait``) gets its pdb prompt in
+that cell, through the kernel's stdin exactly as ``input()`` does, when the cell's request
+allows stdin; otherwise the task stays listed for ``%nbdist debug``.
+
+    %nbdist debug [TASK]        be the prompt of a paused task (the oldest by default)
+    %nbdist debug --list        the paused tasks of the cluster
+"""
+
+from __future__ import annotations
+
+import argparse
+import builtins
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from IPython.core.error import UsageError
+
+from nbdist.exceptions import NbdistError
+from nbdist.util import pdb as remote_pdb
+
+Prompt = tuple[Callable[[str], str], Callable[[str], None]]
+
+
+def kernel_prompt(ip: Any) -> Callable[[], Prompt | None]:
+    """The cell's stdin while the running cell's request allows it, else None."""
+    def prompt() -> Prompt | None:
+        kernel = getattr(ip, "kernel", None)
+        if kernel is None or not getattr(kernel, "_allow_stdin", False):
+            return None
+        return builtins.input, _show
+
+    return prompt
+
+
+def _show(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def add_parsers(sub: Any) -> None:
+    """The subcommands' parsers, added to ``%nbdist``'s."""
+    debug = sub.add_parser("debug", help="the pdb prompt of a task paused at breakpoint() "
+                           "(the oldest, or TASK: an id prefix or a name); --list lists them")
+    debug.add_argument("task", nargs="?", metavar="TASK")
+    debug.add_argument("--list", action="store_true", help="list the paused tasks")
+
+
+def run(args: argparse.Namespace) -> None:
+    if args.command == "debug":
+        _debug(args)
+
+
+def _debug(args: argparse.Namespace) -> None:
+    if args.list:
+        sessions = remote_pdb.paused()
+        print("\n".join(remote_pdb.describe(i) for i in sessions) if sessions
+              else "No task is paused in the debugger.")
+        return
+    try:
+        how = remote_pdb.attach(args.task, builtins.input, _show)
+    except NbdistError as exc:
+        raise UsageError(f"%nbdist debug: {exc}") from None
+    print({"continue": "nbdist: the task runs on.",
+           "quit": "nbdist: the task was ended (its get raises DebuggerQuit).",
+           "gone": ""}.get(how, ""))

@@ -1,0 +1,127 @@
+"""Remote pdb in a real kernel: ``breakpoint()`` in a task or an actor method opens pdb in
+the cell waiting on it, through the kernel's stdin (input_request / input_reply, answered here
+as a frontend would); ``%nbdist debug`` attaches to a task no cell waits for.
+
+Each test ends with nothing paused: every session is continued or quit, and checked gone with
+``%nbdist debug --list``."""
+
+from __future__ import annotations
+
+import queue
+from typing import Any
+
+import pytest
+from kernel_session import KernelSession
+from polling import poll
+
+pytestmark = pytest.mark.timeout(300)
+
+DEFS = """
+import nbdist
+@nbdist.remote
+def f(x):
+    y = x + 1
+    breakpoint()
+    y = y * 10
+    return y
+
+@nbdist.remote
+class Acc:
+    def __init__(self):
+        self.total = 0
+    def add(self, k):
+        import pdb
+        before = self.total
+        pdb.set_trace()
+        self.total += k
+        return self.total
+"""
+
+
+class Stdin:
+    """Answers the kernel's input requests with ``answers``, in order; keeps the prompts."""
+
+    def __init__(self, kernel: KernelSession) -> None:
+        self.kernel = kernel
+        self.prompts: list[str] = []
+
+    def answer(self, answers: list[str], timeout: float = 120) -> None:
+        for text in answers:
+            msg = poll(self._request, timeout=timeout, what=f"an input request (to answer {text!r})")
+            self.prompts.append(msg["content"]["prompt"])
+            self.kernel.client.input(text)
+
+    def _request(self) -> dict[str, Any] | None:
+        try:
+            return self.kernel.client.get_stdin_msg(timeout=0.1)
+        except queue.Empty:
+            return None
+
+
+def run_with_answers(kernel: KernelSession, code: str, answers: list[str]
+                     ) -> tuple[dict[str, Any], str, Stdin]:
+    stdin = Stdin(kernel)
+    msg_id = kernel.submit(code)
+    stdin.answer(answers)
+    reply = kernel.reply(msg_id, timeout=120)["content"]
+    kernel.wait_idle(msg_id, 60)
+    return reply, kernel.text_for(msg_id), stdin
+
+
+def nothing_paused(kernel: KernelSession) -> None:
+    poll(lambda: "No task is paused" in kernel.ok("%nbdist debug --list"), timeout=60,
+         what="no task left paused")
+
+
+def test_breakpoint_in_task_steps_prints_and_continues(shared_kernel: KernelSession) -> None:
+    shared_kernel.ok(DEFS)
+    reply, out, stdin = run_with_answers(
+        shared_kernel, "print('result', nbdist.get(f.remote(4)))",
+        ["p x", "n", "p y", "l", "w", "c"])
+    assert reply["status"] == "ok", reply
+    assert stdin.prompts == ["(Pdb) "] * 6
+    assert "nbdist: task 'f' paused at a breakpoint" in out and "pid " in out
+    assert "-> y = y * 10" in out
+    assert "\n4\n" in out  # p x
+    assert "\n50\n" in out  # p y after n
+    assert "breakpoint()" in out  # l lists the source
+    assert "worker.py" not in out  # w shows the task's frames, not the worker's
+    assert "result 50" in out
+    nothing_paused(shared_kernel)
+
+
+def test_quit_ends_the_task_with_a_clear_error(shared_kernel: KernelSession) -> None:
+    shared_kernel.ok(DEFS)
+    reply, out, _ = run_with_answers(shared_kernel, "nbdist.get(f.remote(1))", ["q"])
+    assert reply["status"] == "error"
+    assert reply["ename"] == "DebuggerQuit", reply
+    assert "ended from the debugger" in reply["evalue"]
+    nothing_paused(shared_kernel)
+
+
+def test_two_paused_tasks_queue_and_an_actor_method(shared_kernel: KernelSession) -> None:
+    shared_kernel.ok(DEFS + "acc = Acc.remote()\n")
+    code = ("refs = [f.remote(1), acc.add.remote(5)]\n"
+            "print('results', nbdist.get(refs))")
+    # Whichever pauses first is asked first: print a local that names it, then continue.
+    reply, out, stdin = run_with_answers(
+        shared_kernel, code, ["p ('X', x) if 'x' in dir() else ('K', k, before)", "c",
+                              "p ('X', x) if 'x' in dir() else ('K', k, before)", "c"])
+    assert reply["status"] == "ok", reply
+    assert "task 'f' paused" in out and "task 'Acc.add' paused" in out
+    assert "('X', 1)" in out and "('K', 5, 0)" in out
+    assert "results [20, 5]" in out
+    nothing_paused(shared_kernel)
+
+
+def test_debug_magic_attaches_when_no_cell_waits(shared_kernel: KernelSession) -> None:
+    shared_kernel.ok(DEFS)
+    shared_kernel.ok("ref = f.remote(6)")
+    listing = poll(lambda: (t := shared_kernel.ok("%nbdist debug --list")) and "f " in t and t,
+                   timeout=60, what="the paused task listed")
+    assert "a breakpoint" in listing
+    reply, out, _ = run_with_answers(shared_kernel, "%nbdist debug f", ["p x", "c"])
+    assert reply["status"] == "ok", reply
+    assert "\n6\n" in out and "the task runs on" in out
+    assert shared_kernel.ok("print(nbdist.get(ref))").strip() == "70"
+    nothing_paused(shared_kernel)
