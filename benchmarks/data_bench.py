@@ -2,13 +2,14 @@
 
 Each (system, scenario group) runs in a fresh interpreter (``--child``), the engine started
 once there with 2 CPUs; the figure is the wall time of the scenario after the engine is up
-(start-up reported on its own line). Scenarios, sized by ``--rows`` and ``--mb``:
+(start-up reported on its own line; a small write and read first warms the worker processes
+up on both engines). Scenarios, sized by ``--rows`` and ``--mb``:
 
     map_sum        range(rows).map_batches(add one).sum("id")
     parquet_write  a folder of Parquet files, ``mb`` MB of float64 columns
     parquet_read   reading it back and summing a column
     actor_pool     map_batches(callable class, concurrency=2) over range(rows)
-    shuffle        random_shuffle of ``mb`` MB, counted
+    shuffle        random_shuffle of ``mb`` MB read from Parquet, then a column summed
 
 Usage: ``python benchmarks/data_bench.py [--rows N] [--mb M] [--systems nbdist,ray,pyarrow]``;
 prints a Markdown table (seconds, lower is better) and the ratios.
@@ -35,7 +36,7 @@ def _engine(system: str) -> tuple[Any, Any, float]:
         import ray
         import ray.data as data
 
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
         data.DataContext.get_current().enable_progress_bars = False
         return ray, data, time.perf_counter() - t0
     import nbdist
@@ -66,6 +67,9 @@ def run_engine(system: str, rows: int, mb: int, folder: str) -> dict[str, float]
         fn()
         out[name] = time.perf_counter() - t0
 
+    warm = os.path.join(folder, "warm")  # worker processes started and imports done
+    data.range(1000, override_num_blocks=4).map_batches(lambda b: b).write_parquet(warm)
+    data.read_parquet(warm).sum("id")
     timed("map_sum", lambda: data.range(rows).map_batches(
         lambda b: {"id": b["id"] + 1}).sum("id"))
     n = _frame_rows(mb)
@@ -76,7 +80,7 @@ def run_engine(system: str, rows: int, mb: int, folder: str) -> dict[str, float]
     timed("parquet_write", lambda: src.write_parquet(path))
     timed("parquet_read", lambda: data.read_parquet(path).sum("c0"))
     timed("actor_pool", lambda: data.range(rows).map_batches(AddOne, concurrency=2).sum("id"))
-    timed("shuffle", lambda: data.read_parquet(path).random_shuffle().count())
+    timed("shuffle", lambda: data.read_parquet(path).random_shuffle().sum("c0"))
     engine.shutdown()
     return out
 
