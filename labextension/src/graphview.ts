@@ -474,7 +474,7 @@ export class GraphView {
           ctx.fillText(this.fitted(label, this.nodeW), PAD, y + NODE_H / 2);
         }
       }
-      const note = this.memberNote(lane.key);
+      const note = this.model.memberNote(lane.key);
       if (note && labels) {
         // After the lane's calls on its last line: what the run says of this member.
         const line = lane.rows.length - 1;
@@ -487,25 +487,6 @@ export class GraphView {
         }
       }
     }
-  }
-
-  /** A member lane's line from its run's row: status, iteration, last metric, news. */
-  memberNote(key: string): string {
-    const mark = this.model.laneMember(key);
-    const row = mark ? this.model.memberRow(mark) : undefined;
-    if (!row) {
-      return '';
-    }
-    const parts = [row.status.toLowerCase(), `iter ${row.iteration}`];
-    const run = this.model.runs.runs.get(`${mark!.library}:${mark!.run}`);
-    const metric = run?.metrics.find(m => m in row.metrics) ?? Object.keys(row.metrics)[0];
-    if (metric !== undefined) {
-      parts.push(`${metric} ${formatMetric(row.metrics[metric])}`);
-    }
-    if (row.note) {
-      parts.push(row.note);
-    }
-    return parts.join(' · ');
   }
 
   private drawEdges(
@@ -631,7 +612,7 @@ export class GraphView {
         item.dataset.held = held;
       }
       const member = node.library?.role === 'work' ? memberLane(node.library) : null;
-      const note = member ? this.memberNote(member) : '';
+      const note = member ? this.model.memberNote(member) : '';
       const label =
         node.kind === 'group'
           ? `${node.name}: ${node.count} tasks, ${summarize(node.counts)}`
@@ -789,12 +770,6 @@ export class GraphView {
     this.tooltip.style.top = `${y + 14}px`;
     this.tooltip.hidden = false;
   }
-}
-
-/** A metric's value in a few digits. */
-export function formatMetric(value: number): string {
-  const abs = Math.abs(value);
-  return abs !== 0 && (abs < 1e-3 || abs >= 1e5) ? value.toExponential(2) : String(+value.toPrecision(4));
 }
 
 export function summarize(counts: Partial<Record<TaskState, number>>): string {

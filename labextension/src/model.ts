@@ -82,6 +82,14 @@ export function memberTitle(mark: LibraryCall): string {
   return mark.library === 'tune' ? `trial ${mark.member}` : mark.member;
 }
 
+/** A metric's value in a few digits. */
+export function formatMetric(value: number): string {
+  const abs = Math.abs(value);
+  return abs !== 0 && (abs < 1e-3 || abs >= 1e5)
+    ? value.toExponential(2)
+    : String(+value.toPrecision(4));
+}
+
 /** [from node, to node, weight] */
 export type GraphEdge = [string, string, number];
 
@@ -369,6 +377,25 @@ export class PanelModel {
   /** The run row of the member a lane stands for, if the run is known. */
   memberRow(mark: LibraryCall): RunMember | undefined {
     return this.runs.runs.get(`${mark.library}:${mark.run}`)?.members.get(mark.member)?.row;
+  }
+
+  /** A member lane's line from its run's row: status, iteration, last metric, news. */
+  memberNote(key: string): string {
+    const mark = this.memberMarks.get(key);
+    const row = mark ? this.memberRow(mark) : undefined;
+    if (!mark || !row) {
+      return '';
+    }
+    const parts = [row.status.toLowerCase(), `iter ${row.iteration}`];
+    const run = this.runs.runs.get(`${mark.library}:${mark.run}`);
+    const metric = run?.metrics.find(m => m in row.metrics) ?? Object.keys(row.metrics)[0];
+    if (metric !== undefined) {
+      parts.push(`${metric} ${formatMetric(row.metrics[metric])}`);
+    }
+    if (row.note) {
+      parts.push(row.note);
+    }
+    return parts.join(' · ');
   }
 
   private shown(task: Task | undefined): task is Task {

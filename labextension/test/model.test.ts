@@ -221,6 +221,19 @@ test("library calls are folded: a run's members stand for it, the plumbing shows
   assert.deepEqual(model.graphEdges(), [['p1', 'u2', 1]]);
   model.setShowInternal(false);
   assert.equal(model.graphNodes().length, 3);
+
+  // The trial's lane reads its run's row: status, iteration, last metric, news.
+  model.runs.applySnapshot({
+    'tune:search': {
+      id: 'tune:search', library: 'tune', name: 'search', metrics: ['loss'], updated: 1,
+      members: { t1: { id: 't1', status: 'TERMINATED', iteration: 4, config: {},
+                       metrics: { loss: 0.123456 }, note: 'stopped by ASHAScheduler at iteration 4',
+                       reports: 4, curves: {}, marks: [], updated: 1 } }
+    }
+  });
+  model.graphNodes();
+  assert.equal(model.memberNote('member:tune:search:t1'),
+               'terminated · iter 4 · loss 0.1235 · stopped by ASHAScheduler at iteration 4');
 });
 
 test('grouped, the groups of library plumbing are hidden unless shown', () => {
