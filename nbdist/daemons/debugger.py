@@ -46,7 +46,8 @@ import time
 from types import FrameType, TracebackType
 from typing import IO, Any, cast
 
-from nbdist.exceptions import DebuggerQuit
+from nbdist.daemons import tb_snapshot
+from nbdist.exceptions import DebuggerQuit, TaskError
 from nbdist.ids import hex_id
 from nbdist.wire import transport
 
@@ -436,13 +437,20 @@ def post_mortem_on() -> bool:
 def on_failure(name: str, exc: BaseException) -> BaseException:
     """A task failed with ``exc``: with post-mortem on, stop at it first (a user error, not
     a cancel or a quit); returns the error the task ends with (see `explain`)."""
-    if (exc.__traceback__ is not None and post_mortem_on()
-            and not isinstance(exc, (bdb.BdbQuit, KeyboardInterrupt, SystemExit))):
-        try:
-            post_mortem(exc.__traceback__, exc)
-        except Exception:
-            pass  # the task fails with its own error all the same
+    user_error = not isinstance(exc, (bdb.BdbQuit, KeyboardInterrupt, SystemExit, TaskError))
+    if exc.__traceback__ is not None and user_error:
+        if post_mortem_on():
+            try:
+                post_mortem(exc.__traceback__, exc)
+            except Exception:
+                pass  # the task fails with its own error all the same
+        # Its frames travel with it, for %debug / post_mortem on the driver.
+        tb_snapshot.attach(exc, _engine_or_pickler)
     return explain(name, exc)
+
+
+def _engine_or_pickler(filename: str) -> bool:
+    return _engine_file(filename) or "cloudpickle" in filename
 
 
 def explain(name: str, exc: BaseException) -> BaseException:

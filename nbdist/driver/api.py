@@ -95,6 +95,9 @@ def init(address: str | None = None, *, backend: str = "nbdist", num_cpus: float
         if info is not None:
             return info
     job_env = kwargs.pop("runtime_env", None)
+    if kwargs.pop("debug_post_mortem", False):  # a failing task stops for pdb (debugging.md)
+        job_env = dict(job_env or {})
+        job_env["env_vars"] = {**job_env.get("env_vars", {}), "NBDIST_DEBUG_POST_MORTEM": "1"}
     memory = {k: kwargs.pop(k) for k in MEMORY_OPTIONS if k in kwargs}
     memory.update({k: v for k, v in (kwargs.get("_system_config") or {}).items()
                    if k in MEMORY_OPTIONS})

@@ -7,6 +7,11 @@ allows stdin; otherwise the task stays listed for ``%nbdist debug``.
 
     %nbdist debug [TASK]        be the prompt of a paused task (the oldest by default)
     %nbdist debug --list        the paused tasks of the cluster
+    %nbdist debug --last        post-mortem pdb on the last remote error's frames (= %debug)
+
+After a cell that raised a task's error, `remember` points ``sys.last_traceback`` (what
+IPython's ``%debug`` reads) at the task's own frames, rebuilt from the snapshot its worker
+sent with the error: ``%debug`` lists their source and prints their locals.
 """
 
 from __future__ import annotations
@@ -47,6 +52,8 @@ def add_parsers(sub: Any) -> None:
                            "(the oldest, or TASK: an id prefix or a name); --list lists them")
     debug.add_argument("task", nargs="?", metavar="TASK")
     debug.add_argument("--list", action="store_true", help="list the paused tasks")
+    debug.add_argument("--last", action="store_true",
+                       help="pdb on the frames of the last remote error (as %%debug)")
 
 
 def run(args: argparse.Namespace) -> None:
@@ -54,7 +61,28 @@ def run(args: argparse.Namespace) -> None:
         _debug(args)
 
 
+def remember(error: BaseException) -> None:
+    """A cell raised a task's ``error``: what ``%debug`` reads (``sys.last_*``) becomes its
+    remote frames, so IPython's own post-mortem opens pdb where the task raised."""
+    tb = remote_pdb.remote_traceback(error)
+    if tb is None:
+        return
+    sys.last_type, sys.last_value, sys.last_traceback = type(error), error, tb
+    try:
+        error.__traceback__ = tb
+    except (AttributeError, TypeError):
+        pass
+
+
 def _debug(args: argparse.Namespace) -> None:
+    if args.last:
+        from IPython import get_ipython
+
+        if remote_pdb.remote_traceback(getattr(sys, "last_value", None)) is None:
+            raise UsageError("%nbdist debug --last: the last error was not a remote task's "
+                             "(or came without its frames).")
+        get_ipython().debugger(force=True)
+        return
     if args.list:
         sessions = remote_pdb.paused()
         print("\n".join(remote_pdb.describe(i) for i in sessions) if sessions

@@ -44,6 +44,7 @@ from typing import Any
 
 import nbdist
 from nbdist import events
+from nbdist.jupyter import debug_magics
 
 MAX_CELLS = 1000
 _NBDIST_DIR = str(Path(nbdist.__file__).resolve().parent)
@@ -153,6 +154,7 @@ class CellRouter:
         # IPython ignores what a custom handler returns on this path; send it ourselves,
         # named as the user's exception type so frontends show "ValueError", not TaskError.
         shell._showtraceback(shown_type, cause if cause is not None else value, stb)
+        debug_magics.remember(value)  # %debug opens pdb in the task's frames
         return stb
 
 

@@ -4,6 +4,9 @@
                               ``pdb.set_trace()`` do inside any nbdist task or actor method)
     paused() -> list[dict]    the tasks paused in the debugger now, in the whole cluster
     describe(info) -> str     one line for one of them
+    post_mortem(error=None)   pdb on the remote frames of a task's error (by default the
+                              last one raised), rebuilt from the snapshot its worker sent
+    remote_traceback(error)   those frames as traceback objects (what %debug reads)
     attach(task=None, ask=input, show=print) -> str
                               be the pdb prompt of a paused task (by id prefix or name; the
                               oldest by default); returns how it ended: "continue", "quit"
@@ -22,14 +25,17 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from types import TracebackType
 from typing import Any
 
 from nbdist.backends.base import current
 from nbdist.daemons import debugger as _worker_side
+from nbdist.daemons import tb_snapshot as _tb_snapshot
 from nbdist.driver import debug as _driver_side
 from nbdist.exceptions import NbdistError
 
-__all__ = ["DebuggerUnavailable", "attach", "describe", "paused", "set_prompt", "set_trace"]
+__all__ = ["DebuggerUnavailable", "attach", "describe", "paused", "post_mortem",
+           "remote_traceback", "set_prompt", "set_trace"]
 
 RAY_HINT = ("On backend='ray', remote pdb is Ray's own: breakpoint() in a task (with "
             "RAY_DEBUG=legacy in the workers' environment) pauses it, and `ray debug` in a "
@@ -94,6 +100,28 @@ def set_prompt(fn: Callable[[], tuple[Callable[[str], str], Callable[[str], None
     """``fn()`` gives (ask, show) for a pdb prompt where the program waits, or None."""
     _driver_side.set_prompt(fn)
 
+
+
+def remote_traceback(error: BaseException | None) -> TracebackType | None:
+    """Traceback objects standing for the remote frames where a task's ``error`` was raised
+    (rebuilt from the snapshot that came with it), or None if it carries none."""
+    frames = _tb_snapshot.find(error)
+    return _tb_snapshot.rebuild(frames) if frames else None
+
+
+def post_mortem(error: BaseException | None = None) -> None:
+    """pdb on the remote frames of a task's ``error`` (default: the last one raised in this
+    interpreter, ``sys.last_value``), with their source and locals."""
+    error = error if error is not None else getattr(sys, "last_value", None)
+    tb = remote_traceback(error)
+    if tb is None:
+        raise NbdistError("No remote traceback to debug: post_mortem() takes the error of a "
+                          "task (as raised by get), or debugs the last one raised.")
+    import pdb
+
+    debugger = pdb.Pdb()
+    debugger.reset()
+    debugger.interaction(None, tb)
 
 
 def main(argv: list[str]) -> int:

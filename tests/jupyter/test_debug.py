@@ -8,6 +8,7 @@ Each test ends with nothing paused: every session is continued or quit, and chec
 from __future__ import annotations
 
 import queue
+import re
 from typing import Any
 
 import pytest
@@ -124,4 +125,51 @@ def test_debug_magic_attaches_when_no_cell_waits(shared_kernel: KernelSession) -
     assert reply["status"] == "ok", reply
     assert "\n6\n" in out and "the task runs on" in out
     assert shared_kernel.ok("print(nbdist.get(ref))").strip() == "70"
+    nothing_paused(shared_kernel)
+
+
+POST_MORTEM = """
+@nbdist.remote
+def parse(rows):
+    total = 0
+    for row in rows:
+        total += check(row)
+    return total
+
+def check(row):
+    width = len(row)
+    if width > 2:
+        raise ValueError(f"row too wide: {row!r}")
+    return width
+"""
+
+
+def test_debug_after_a_failed_cell_opens_the_remote_frames(shared_kernel: KernelSession) -> None:
+    shared_kernel.ok("import nbdist\n" + POST_MORTEM)
+    content, _ = shared_kernel.execute("nbdist.get(parse.remote(['ab', 'abc']))")
+    assert content["status"] == "error" and "ValueError" in content["ename"]
+    reply, out, stdin = run_with_answers(
+        shared_kernel, "%debug", ["p row, width", "l", "u", "p total, rows", "w", "q"])
+    assert reply["status"] == "ok", reply
+    out = re.sub(r"\x1b\[[0-9;]*m", "", out)  # IPython's pdb colours its output
+    assert "('abc', 3)" in out  # the locals of the frame that raised
+    assert 'raise ValueError(f"row too wide: {row!r}")' in out  # its source
+    assert "(2, ['ab', 'abc'])" in out  # the caller's, after u
+    assert "parse()" in out and "check()" in out
+    # The same through the magic.
+    reply, out, _ = run_with_answers(shared_kernel, "%nbdist debug --last", ["p width", "q"])
+    assert reply["status"] == "ok", reply
+    out = re.sub(r"\x1b\[[0-9;]*m", "", out)
+    assert "\n3\n" in out
+
+
+def test_live_post_mortem_stops_a_failing_task_at_its_exception(
+        shared_kernel: KernelSession) -> None:
+    shared_kernel.ok("import nbdist\n" + POST_MORTEM)
+    code = ("opts = {'env_vars': {'NBDIST_DEBUG_POST_MORTEM': '1'}}\n"
+            "nbdist.get(parse.options(runtime_env=opts).remote(['x', 'wide']))")
+    reply, out, _ = run_with_answers(shared_kernel, code, ["p row", "u", "p total", "c"])
+    assert reply["status"] == "error" and "ValueError" in reply["ename"]  # it fails after c
+    assert "paused at its exception ValueError: row too wide: 'wide'" in out
+    assert "'wide'" in out and "\n1\n" in out
     nothing_paused(shared_kernel)
