@@ -256,8 +256,11 @@ def check_picklable(value: Any, what: str) -> tuple[bytes, tuple[int, ...]]:
     try:
         return dumps_bytes(value)
     except Exception as exc:
+        from nbdist.wire.pickle_paths import describe
+
+        where = describe(value, getattr(value, "__name__", type(value).__name__))
         raise SerializationError(
-            f"Could not serialize {what} of type {type(value).__name__}: {exc}. "
+            f"Could not serialize {what} of type {type(value).__name__}: {exc}.{where} "
             "Values sent to tasks and actors must be picklable; create such objects "
             "inside the task instead, or pass what is needed to build them."
         ) from exc
