@@ -245,13 +245,16 @@ def zip_blocks(blocks: list[BlockRef], other: list[BlockRef],
 
 
 def _partial(block: pa.Table, cols: list[str]) -> dict[str, tuple[float, ...]]:
-    """Per column: count, sum, min, max, mean, M2 (for Chan's parallel variance)."""
+    """Per column: count, sum, min, max, mean, M2 (for Chan's parallel variance), by Arrow's
+    kernels (nulls skipped; integer sums stay exact)."""
     out: dict[str, tuple[float, ...]] = {}
     for c in cols:
-        v = B.column_numpy(block.column(c)).astype(float)
-        v = v[~np.isnan(v)]
-        if len(v):
-            out[c] = (len(v), v.sum(), v.min(), v.max(), v.mean(), ((v - v.mean()) ** 2).sum())
+        col = block.column(c)
+        n = pc.count(col).as_py()
+        if n:
+            bounds = pc.min_max(col)
+            out[c] = (n, pc.sum(col).as_py(), bounds["min"].as_py(), bounds["max"].as_py(),
+                      pc.mean(col).as_py(), pc.variance(col, ddof=0).as_py() * n)
     return out
 
 
@@ -261,8 +264,9 @@ def aggregate_columns(blocks: list[BlockRef], cols: list[str],
     parts = nbdist.get([exe.remote(_partial, b.ref, cols, op="Aggregate") for b in blocks])
     result: dict[str, dict[str, float]] = {}
     for c in cols:
-        n = total = m2 = mean = 0.0
-        lo, hi = np.inf, -np.inf
+        n, total, m2, mean = 0, 0, 0.0, 0.0
+        lo: Any = None
+        hi: Any = None
         for p in parts:
             if c not in p:
                 continue
@@ -272,7 +276,8 @@ def aggregate_columns(blocks: list[BlockRef], cols: list[str],
             mean += delta * nb / (n + nb)
             n += nb
             total += sb
-            lo, hi = min(lo, mnb), max(hi, mxb)
+            lo = mnb if lo is None else min(lo, mnb)
+            hi = mxb if hi is None else max(hi, mxb)
         if n:
             result[c] = {"count": n, "sum": total, "min": lo, "max": hi, "mean": mean,
                          "std": float(np.sqrt(m2 / (n - 1))) if n > 1 else 0.0}
