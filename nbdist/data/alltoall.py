@@ -249,6 +249,8 @@ def _partial(block: pa.Table, cols: list[str]) -> dict[str, tuple[float, ...]]:
     kernels (nulls skipped; integer sums stay exact)."""
     out: dict[str, tuple[float, ...]] = {}
     for c in cols:
+        if c not in block.column_names:
+            continue
         col = block.column(c)
         n = pc.count(col).as_py()
         if n:
@@ -258,26 +260,40 @@ def _partial(block: pa.Table, cols: list[str]) -> dict[str, tuple[float, ...]]:
     return out
 
 
-def aggregate_columns(blocks: list[BlockRef], cols: list[str],
-                      exe: ExecContext) -> dict[str, dict[str, float]]:
-    """count/sum/min/max/mean/std (ddof=1) of numeric columns over every block."""
-    parts = nbdist.get([exe.remote(_partial, b.ref, cols, op="Aggregate") for b in blocks])
-    result: dict[str, dict[str, float]] = {}
+def partial_block(block: pa.Table, fn: Any, opts: dict[str, Any]) -> pa.Table:
+    """The partial aggregates of a block as a one-row block (a transform fused at the end of
+    the block's task, so the block itself never has to be stored)."""
+    parts = _partial(block, opts["cols"])
+    row: dict[str, list[Any]] = {}
+    for c in opts["cols"]:
+        for stat, value in zip(_STATS, parts.get(c, (0, None, None, None, None, None)),
+                               strict=True):
+            row[f"{c}|{stat}"] = [value]
+    return pa.table(row)
+
+
+_STATS = ("count", "sum", "min", "max", "mean", "m2")
+
+
+def combine_partials(rows: list[dict[str, Any]], cols: list[str]) -> dict[str, dict[str, Any]]:
+    """count/sum/min/max/mean/std (ddof=1) of numeric columns from the blocks' partials."""
+    result: dict[str, dict[str, Any]] = {}
     for c in cols:
         n, total, m2, mean = 0, 0, 0.0, 0.0
         lo: Any = None
         hi: Any = None
-        for p in parts:
-            if c not in p:
+        for row in rows:
+            nb = row[f"{c}|count"]
+            if not nb:
                 continue
-            nb, sb, mnb, mxb, meanb, m2b = p[c]
+            meanb, m2b = row[f"{c}|mean"], row[f"{c}|m2"]
             delta = meanb - mean
             m2 += m2b + delta ** 2 * n * nb / (n + nb)
             mean += delta * nb / (n + nb)
             n += nb
-            total += sb
-            lo = mnb if lo is None else min(lo, mnb)
-            hi = mxb if hi is None else max(hi, mxb)
+            total += row[f"{c}|sum"]
+            lo = row[f"{c}|min"] if lo is None else min(lo, row[f"{c}|min"])
+            hi = row[f"{c}|max"] if hi is None else max(hi, row[f"{c}|max"])
         if n:
             result[c] = {"count": n, "sum": total, "min": lo, "max": hi, "mean": mean,
                          "std": float(np.sqrt(m2 / (n - 1))) if n > 1 else 0.0}

@@ -257,8 +257,8 @@ class Dataset(DataIterator):
 
     def _aggregate(self, on: str | list[str] | None, what: str) -> Any:
         cols = ([on] if isinstance(on, str) else list(on)) if on is not None else self.columns()
-        exe = ExecContext(self._name, DataContext.get_current())
-        result = A.aggregate_columns(list(self.iter_internal_ref_bundles()), cols, exe)
+        partials = self._map("partial", None, {"cols": cols})
+        result = A.combine_partials(partials.take_all(), cols)
         values = [result[c][what] if c in result else None for c in cols]
         if isinstance(on, str):
             return values[0]

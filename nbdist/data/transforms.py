@@ -42,7 +42,8 @@ class Transform:
         titles = {"map": "Map", "map_batches": "MapBatches", "flat_map": "FlatMap",
                   "filter": "Filter", "add_column": "AddColumn", "drop": "DropColumns",
                   "select": "SelectColumns", "rename": "RenameColumns",
-                  "sample": "RandomSample", "write": "Write"}
+                  "sample": "RandomSample", "write": "Write",
+                  "partial": "Aggregate"}
         title = titles.get(self.kind, self.kind)
         return f"{title}({name})" if name and self.kind not in ("write",) else title
 
@@ -136,10 +137,16 @@ def _write(block: pa.Table, fn: Any, opts: dict[str, Any]) -> pa.Table:
     return pa.table({"path": [path], "num_rows": [block.num_rows]})
 
 
+def _partial(block: pa.Table, fn: Any, opts: dict[str, Any]) -> pa.Table:
+    from .alltoall import partial_block
+
+    return partial_block(block, fn, opts)
+
+
 _KINDS: dict[str, Callable[[pa.Table, Any, dict[str, Any]], pa.Table]] = {
     "map": _map, "flat_map": _flat_map, "map_batches": _map_batches, "filter": _filter,
     "add_column": _add_column, "drop": _drop, "select": _select, "rename": _rename,
-    "sample": _sample, "write": _write,
+    "sample": _sample, "write": _write, "partial": _partial,
 }
 
 _COMPARE: dict[type, Callable[[Any, Any], Any]] = {
