@@ -39,10 +39,13 @@ import json
 import linecache
 import os
 import pdb
+import signal
 import socket
 import sys
+import tempfile
 import threading
 import time
+import traceback
 from types import FrameType, TracebackType
 from typing import IO, Any, cast
 
@@ -344,6 +347,7 @@ def install(worker: Any) -> None:
     _worker = worker
     sys.breakpointhook = breakpointhook
     pdb.set_trace = set_trace
+    _listen_for_stacks()
 
 
 def active() -> bool:
@@ -462,11 +466,72 @@ def explain(name: str, exc: BaseException) -> BaseException:
     return exc
 
 
-def stacks() -> dict[str, str]:
-    """The current Python stack of every thread of this process, by thread name."""
-    import traceback
+# ------------------------------------------------------------------ stacks on request
+# A driver on this machine asks a worker for its stacks with STACKS_SIGNAL; the handler (run by
+# the main thread between bytecodes: a long C call delays it) wakes the worker's
+# "nbdist-stacks" thread through a pipe, which writes them as JSON to `stacks_file(pid)`; the
+# driver reads and removes it.
+STACKS_SIGNAL = signal.SIGUSR2
 
+
+def stacks_file(pid: int) -> str:
+    return os.path.join(tempfile.gettempdir(), f"nbdist-stacks-{os.getuid()}", f"{pid}.json")
+
+
+def _serve_stacks(wake_r: int) -> None:
+    while True:
+        try:
+            os.read(wake_r, 64)
+        except OSError:
+            return
+        try:
+            _write_stacks()
+        except Exception:
+            pass  # the driver waits for the file in vain and says so
+
+
+def _write_stacks() -> None:
+    path = stacks_file(os.getpid())
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    tmp = f"{path}.{threading.get_ident()}.tmp"
+    with open(tmp, "w") as out:
+        json.dump({"pid": os.getpid(), "threads": stacks()}, out)
+    os.replace(tmp, path)
+
+
+def stacks() -> dict[str, list[list[Any]]]:
+    """The stack of every thread of this process running user code, by thread name: its
+    frames (file, line, function, source line) outside nbdist's engine, outermost first."""
     names = {t.ident: t.name for t in threading.enumerate()}
     me = threading.get_ident()
-    return {names.get(ident, str(ident)): "".join(traceback.format_stack(frame))
-            for ident, frame in sys._current_frames().items() if ident != me}
+    out: dict[str, list[list[Any]]] = {}
+    for ident, frame in sys._current_frames().items():
+        if ident == me:
+            continue
+        frames = [f for f in traceback.extract_stack(frame)
+                  if not _engine_or_pickler(f.filename)]
+        # From the first frame of the user's own code (not the stdlib's that runs a thread).
+        first = next((i for i, f in enumerate(frames) if not f.filename.startswith(_STDLIB)
+                      and not f.filename.startswith("<frozen")), None)
+        if first is not None:
+            out[names.get(ident, str(ident))] = [[f.filename, f.lineno, f.name, f.line or ""]
+                                                 for f in frames[first:]]
+    return out
+
+
+_STDLIB = os.path.dirname(os.__file__)
+
+
+def _listen_for_stacks() -> None:
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+
+    def on_signal(signum: int, frame: Any) -> None:
+        try:
+            os.write(wake_w, b"x")
+        except OSError:
+            pass
+
+    signal.signal(STACKS_SIGNAL, on_signal)
+    threading.Thread(target=_serve_stacks, args=(wake_r,), name="nbdist-stacks",
+                     daemon=True).start()

@@ -24,6 +24,7 @@ from __future__ import annotations
 import collections
 import json
 import linecache
+import os
 import sys
 import threading
 import time
@@ -242,3 +243,68 @@ def attach(control: Callable[[str, Any], Any], task: str | None, ask: Ask, show:
     """Relay the paused session of ``task`` (see `choose`); returns how it ended."""
     info = choose(listed(control), task)
     return relay(info, ask, show)
+
+
+# ---------------------------------------------------------------- stacks of running tasks
+def stacks(node_id: str, running: list[tuple[str, str, str, int]], timeout: float = 10.0
+           ) -> list[tuple[tuple[str, str, str, int], dict[str, Any] | str]]:
+    """For each running task ``(task id, name, node, worker pid)``: its worker's stacks
+    (`nbdist.daemons.debugger.stacks`), or a sentence saying why there are none."""
+    from nbdist.daemons.debugger import STACKS_SIGNAL, stacks_file
+
+    asked = []
+    for item in running:
+        if item[2] != node_id:
+            asked.append((item, f"runs on node {item[2][:12]}: stacks come from workers on "
+                                "this machine only (run %nbdist stack on a driver there)"))
+            continue
+        path = stacks_file(item[3])
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        try:
+            os.kill(item[3], STACKS_SIGNAL)
+        except OSError as exc:
+            asked.append((item, f"its worker cannot be reached ({exc})"))
+            continue
+        asked.append((item, path))
+    deadline = time.monotonic() + timeout
+    out: list[tuple[tuple[str, str, str, int], dict[str, Any] | str]] = []
+    for item, path in asked:
+        if not path.startswith(os.sep):
+            out.append((item, path))
+            continue
+        while not os.path.exists(path) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        try:
+            with open(path) as f:
+                out.append((item, json.load(f)))
+            os.unlink(path)
+        except (OSError, ValueError):
+            out.append((item, f"its worker did not answer within {timeout:g} s (busy in "
+                              "code that holds the interpreter)"))
+    return out
+
+
+def format_stacks(found: list[tuple[tuple[str, str, str, int], dict[str, Any] | str]]) -> str:
+    if not found:
+        return "No task is running."
+    lines = []
+    for (task, name, node, pid), what in found:
+        lines.append(f"task {name!r} ({task[:18]}, pid {pid}, node {node[:12]}):")
+        if isinstance(what, str):
+            lines.append(f"  (no stack: {what})")
+            continue
+        threads = what.get("threads", {})
+        if not threads:
+            lines.append("  (no thread runs user code now)")
+        for thread, frames in threads.items():
+            lines.append(f"  thread {thread}:")
+            for filename, lineno, func, source in frames:
+                lines.append(f'    File "{filename}", line {lineno}, in {func}')
+                # A notebook cell's line is known here, not on the worker.
+                source = source or linecache.getline(filename, lineno).strip()
+                if source:
+                    lines.append(f"      {source}")
+    return "\n".join(lines)

@@ -1,13 +1,14 @@
-"""Debugging remote code from the notebook: the prompt and ``%nbdist debug`` (L4).
+"""Debugging remote code from the notebook: the prompt and ``%nbdist debug|stack`` (L4).
 
 The extension installs `kernel_prompt` with `nbdist.util.pdb.set_prompt`: a task that
 pauses at ``breakpoint()`` while a cell waits on it (``get``/``wait``) gets its pdb prompt in
 that cell, through the kernel's stdin exactly as ``input()`` does, when the cell's request
-allows stdin; otherwise the task stays listed for ``%nbdist debug``.
+allows stdin; otherwise the task stays listed for ``%nbdist debug|stack``.
 
     %nbdist debug [TASK]        be the prompt of a paused task (the oldest by default)
     %nbdist debug --list        the paused tasks of the cluster
     %nbdist debug --last        post-mortem pdb on the last remote error's frames (= %debug)
+    %nbdist stack [TASK]        the current Python stacks of running tasks
 
 After a cell that raised a task's error, `remember` points ``sys.last_traceback`` (what
 IPython's ``%debug`` reads) at the task's own frames, rebuilt from the snapshot its worker
@@ -54,11 +55,16 @@ def add_parsers(sub: Any) -> None:
     debug.add_argument("--list", action="store_true", help="list the paused tasks")
     debug.add_argument("--last", action="store_true",
                        help="pdb on the frames of the last remote error (as %%debug)")
+    stack = sub.add_parser("stack", help="the current Python stacks of running tasks (all, "
+                           "or TASK: an id prefix or a name)")
+    stack.add_argument("task", nargs="?", metavar="TASK")
 
 
 def run(args: argparse.Namespace) -> None:
     if args.command == "debug":
         _debug(args)
+    elif args.command == "stack":
+        print(remote_pdb.stacks(args.task))
 
 
 def remember(error: BaseException) -> None:

@@ -7,6 +7,8 @@
     post_mortem(error=None)   pdb on the remote frames of a task's error (by default the
                               last one raised), rebuilt from the snapshot its worker sent
     remote_traceback(error)   those frames as traceback objects (what %debug reads)
+    stacks(task=None) -> str  the current Python stacks of running tasks (their workers are
+                              asked; on this machine's node)
     attach(task=None, ask=input, show=print) -> str
                               be the pdb prompt of a paused task (by id prefix or name; the
                               oldest by default); returns how it ended: "continue", "quit"
@@ -35,7 +37,7 @@ from nbdist.driver import debug as _driver_side
 from nbdist.exceptions import NbdistError
 
 __all__ = ["DebuggerUnavailable", "attach", "describe", "paused", "post_mortem",
-           "remote_traceback", "set_prompt", "set_trace"]
+           "remote_traceback", "set_prompt", "set_trace", "stacks"]
 
 RAY_HINT = ("On backend='ray', remote pdb is Ray's own: breakpoint() in a task (with "
             "RAY_DEBUG=legacy in the workers' environment) pauses it, and `ray debug` in a "
@@ -122,6 +124,28 @@ def post_mortem(error: BaseException | None = None) -> None:
     debugger = pdb.Pdb()
     debugger.reset()
     debugger.interaction(None, tb)
+
+
+def stacks(task: str | None = None) -> str:
+    """The current Python stacks of the running tasks (or of ``task``: an id prefix or a
+    name), asked of their workers; tasks on other machines are listed without theirs."""
+    from nbdist import events
+
+    client = _client()
+    running = [(w.task_id, w.task_name or "?", w.node_id, w.pid) for w in events.workers()
+               if w.task_id and w.state == "up"
+               and (not task or w.task_id.startswith(task) or w.task_name == task)]
+    return _driver_side.format_stacks(_driver_side.stacks(client.node_id, running))
+
+
+def _client() -> Any:
+    if _on_ray():
+        raise DebuggerUnavailable(
+            "On backend='ray', Ray's dashboard shows a task's stack (py-spy); %nbdist stack "
+            "works on nbdist's engine.")
+    from nbdist.driver import runtime
+
+    return runtime.current()
 
 
 def main(argv: list[str]) -> int:

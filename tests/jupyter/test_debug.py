@@ -173,3 +173,25 @@ def test_live_post_mortem_stops_a_failing_task_at_its_exception(
     assert "paused at its exception ValueError: row too wide: 'wide'" in out
     assert "'wide'" in out and "\n1\n" in out
     nothing_paused(shared_kernel)
+
+
+def test_stack_shows_where_a_running_task_is(shared_kernel: KernelSession, tmp_path: Any) -> None:
+    gate = tmp_path / "gate"
+    shared_kernel.ok(f"""
+import os, nbdist
+from polling import until
+@nbdist.remote
+def waits_at_gate():
+    def hold_here():
+        return until(lambda: os.path.exists({str(gate)!r}), timeout=120)
+    return hold_here()
+ref = waits_at_gate.remote()
+""")
+    text = poll(lambda: (t := shared_kernel.ok("%nbdist stack waits_at_gate"))
+                and "in hold_here" in t and t, timeout=60, what="the task's stack")
+    assert "task 'waits_at_gate'" in text and "thread MainThread" in text
+    assert "in waits_at_gate" in text and "return hold_here()" in text
+    assert "worker.py" not in text  # the engine's frames are left out
+    gate.write_text("open")
+    assert shared_kernel.ok("print(nbdist.get(ref))").strip() == "True"
+    assert "No task is running" in shared_kernel.ok("%nbdist stack waits_at_gate")
