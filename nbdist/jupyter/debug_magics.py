@@ -1,14 +1,15 @@
-"""Debugging remote code from the notebook: the prompt and ``%nbdist debug|stack`` (L4).
+"""Debugging remote code from the notebook: the prompt and ``%nbdist debug|stack|why`` (L4).
 
 The extension installs `kernel_prompt` with `nbdist.util.pdb.set_prompt`: a task that
 pauses at ``breakpoint()`` while a cell waits on it (``get``/``wait``) gets its pdb prompt in
 that cell, through the kernel's stdin exactly as ``input()`` does, when the cell's request
-allows stdin; otherwise the task stays listed for ``%nbdist debug|stack``.
+allows stdin; otherwise the task stays listed for ``%nbdist debug|stack|why``.
 
     %nbdist debug [TASK]        be the prompt of a paused task (the oldest by default)
     %nbdist debug --list        the paused tasks of the cluster
     %nbdist debug --last        post-mortem pdb on the last remote error's frames (= %debug)
     %nbdist stack [TASK]        the current Python stacks of running tasks
+    %nbdist why                 why the blocked (or last) get/wait waits
 
 After a cell that raised a task's error, `remember` points ``sys.last_traceback`` (what
 IPython's ``%debug`` reads) at the task's own frames, rebuilt from the snapshot its worker
@@ -58,6 +59,8 @@ def add_parsers(sub: Any) -> None:
     stack = sub.add_parser("stack", help="the current Python stacks of running tasks (all, "
                            "or TASK: an id prefix or a name)")
     stack.add_argument("task", nargs="?", metavar="TASK")
+    sub.add_parser("why", help="why the blocked (or last) get/wait waits: what each task it "
+                   "waits for is doing, or what holds it")
 
 
 def run(args: argparse.Namespace) -> None:
@@ -65,6 +68,10 @@ def run(args: argparse.Namespace) -> None:
         _debug(args)
     elif args.command == "stack":
         print(remote_pdb.stacks(args.task))
+    elif args.command == "why":
+        from nbdist.util.why import why
+
+        print(why())
 
 
 def remember(error: BaseException) -> None:

@@ -329,7 +329,7 @@ class NbdistMagics(Magics):
             _step(args.what)
         elif args.command == "run":
             _step("run")
-        elif args.command in ("debug", "stack"):
+        elif args.command in ("debug", "stack", "why"):
             debug_magics.run(args)
         elif args.command == "show":
             from nbdist.jupyter.widget import show

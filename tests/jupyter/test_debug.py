@@ -195,3 +195,35 @@ ref = waits_at_gate.remote()
     gate.write_text("open")
     assert shared_kernel.ok("print(nbdist.get(ref))").strip() == "True"
     assert "No task is running" in shared_kernel.ok("%nbdist stack waits_at_gate")
+
+
+def test_why_names_the_task_that_holds_the_resources(shared_kernel: KernelSession,
+                                                     tmp_path: Any) -> None:
+    gate = tmp_path / "gate"
+    shared_kernel.ok(f"""
+import os, nbdist
+from polling import until
+@nbdist.remote(num_cpus=2)
+def hog():
+    return until(lambda: os.path.exists({str(gate)!r}), timeout=120)
+@nbdist.remote(num_cpus=2)
+def starved(x):
+    return x
+@nbdist.remote
+def after(v):
+    return v
+hogging = hog.remote()
+until(lambda: nbdist.available_resources().get("CPU", 0) == 0, timeout=60)
+last = after.remote(starved.remote(1))
+try:
+    nbdist.get(last, timeout=0.5)
+except nbdist.exceptions.GetTimeoutError:
+    print("timed out")
+""")
+    text = shared_kernel.ok("%nbdist why")
+    assert "The last get()" in text and "waits for 1 of 1" in text
+    assert "'after'" in text and "waits for its argument(s)" in text
+    assert "'starved'" in text and "not started" in text and "CPU 0/2" in text
+    assert "held by task 'hog' running for" in text
+    gate.write_text("open")
+    assert shared_kernel.ok("print(nbdist.get(last, timeout=60))").strip() == "1"
