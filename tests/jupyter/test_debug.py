@@ -227,3 +227,23 @@ except nbdist.exceptions.GetTimeoutError:
     assert "held by task 'hog' running for" in text
     gate.write_text("open")
     assert shared_kernel.ok("print(nbdist.get(last, timeout=60))").strip() == "1"
+
+
+def test_breakpoint_in_a_train_worker(shared_kernel: KernelSession) -> None:
+    shared_kernel.ok("""
+import nbdist
+from nbdist import train
+def loop(config):
+    rank = train.get_context().get_world_rank()
+    step = 3
+    if rank == 0:
+        breakpoint()
+    train.report({"step": step, "rank": rank})
+trainer = train.DataParallelTrainer(loop, scaling_config=train.ScalingConfig(num_workers=2))
+""")
+    reply, out, _ = run_with_answers(shared_kernel, "print('metrics', trainer.fit().metrics)",
+                                     ["p rank, step", "c"])
+    assert reply["status"] == "ok", reply
+    assert "task 'TrainWorker(rank=0)' paused at a breakpoint" in out
+    assert "(0, 3)" in out and "metrics {'step': 3, 'rank': 0}" in out
+    nothing_paused(shared_kernel)
