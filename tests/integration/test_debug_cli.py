@@ -75,3 +75,38 @@ def test_debug_command_attaches_from_another_process(cli: Cli, tmp_path: Path) -
         if driver.poll() is None:
             driver.kill()
             driver.wait()
+
+
+def test_a_task_on_another_node_pauses_for_the_driver(cli: Cli) -> None:
+    """Two nodes: a task placed on the second pauses; its notice reaches the driver on the
+    first, whose get relays pdb (the prompt here is the script's own answers)."""
+    done = cli.python("""
+        import nbdist
+        from nbdist.cluster_utils import Cluster
+        from nbdist.util import pdb as remote_pdb
+
+        answers = iter(["p x, node", "c"])
+        def ask(prompt):
+            return next(answers)
+        remote_pdb.set_prompt(lambda: (ask, lambda text: print(text, end="", flush=True)))
+        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+        cluster.add_node(num_cpus=1, resources={"beta": 1})
+        try:
+            nbdist.init(address=cluster.address)
+
+            @nbdist.remote(resources={"beta": 1})
+            def there(x):
+                node = nbdist.get_runtime_context().get_node_id()
+                breakpoint()
+                return node
+
+            here = nbdist.get_runtime_context().get_node_id()
+            ran = nbdist.get(there.remote(1), timeout=90)
+            print("other node:", ran != here, flush=True)
+            nbdist.shutdown()
+        finally:
+            cluster.shutdown()
+    """, timeout=150)
+    assert done.returncode == 0, done.stderr
+    assert "nbdist: task 'there' paused at a breakpoint" in done.stdout
+    assert "(1, '" in done.stdout and "other node: True" in done.stdout
