@@ -161,7 +161,7 @@ def _joined(client: runtime.CoreClient, namespace: str | None, address: str,
         "session_dir": session_dir,
         "namespace": _local.namespace,
         "job_id": hex_id(client.job),
-        "webui_url": None,  # no dashboard server: the views are the notebook's panel
+        "webui_url": "",  # no dashboard server (as Ray's without one): see get_dashboard_url
     }
     return ClusterInfo(_local.info)
 
@@ -221,15 +221,15 @@ def _auto_init() -> runtime.CoreClient:
 runtime.set_auto_init(_auto_init)
 
 
-def get_dashboard_url() -> str | None:
+def get_dashboard_url() -> str:
     """Ray's ``get_dashboard_url()`` (``init().address_info["webui_url"]``): the dashboard's
     "HOST:PORT". nbdist runs no dashboard server (its views are the notebook's panel and
-    ``nbdist status``), so on its engine this is None, as Ray's is for a cluster started
-    without a dashboard; on backend="ray" it is Ray's."""
+    ``nbdist status``), so on its engine this is "", as Ray's ``webui_url`` is for a cluster
+    started without a dashboard; on backend="ray" it is Ray's."""
     if not is_initialized():
         raise RuntimeError("get_dashboard_url() needs a running cluster: call nbdist.init() "
                            "first.")
-    return current.backend.info.get("webui_url")
+    return str(current.backend.info.get("webui_url") or "")
 
 
 def is_initialized() -> bool:
