@@ -259,7 +259,9 @@ def pick_local_node(nodes: list[dict[str, Any]]) -> dict[str, Any]:
                           for n in nodes if n.get("alive")) or "none alive"
         raise ClusterError(
             "No node of this cluster runs on this machine (nodes: " + where + "). A driver "
-            "needs one: run `nbdist start --address HOST:PORT` here first.")
+            "needs one: run `nbdist start --address HOST:PORT` here first, or attach as a thin "
+            "driver through the head's client server: nbdist.init(\"nbdist://HOST:PORT\") with "
+            "the address `nbdist start --head` printed.")
     return min(local, key=lambda n: n.get("node_index", 0))
 
 
