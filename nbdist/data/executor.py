@@ -108,37 +108,53 @@ def execute(plan: Plan, name: str | None = None,
     exe = ExecContext(name or f"dataset_{next(_names)}", ctx or DataContext.get_current())
     progress = Progress(exe)
     stream: Iterator[Any] = plan.source.items(exe)
-    pending: list[Transform] = []
-    names: list[str] = [plan.source.name]
-    reads = True  # the stream may still hold read tasks
+    group = _Group([plan.source.name])
     for op in plan.ops:
-        if isinstance(op, MapOp) and op.compute == "tasks" and not op.remote_args:
-            pending.extend(op.chain)
-            names.append(op.name)
+        if isinstance(op, MapOp) and group.takes(op):
+            group.add(op)
             continue
+        stream = group.flush(stream, exe, progress)
         if isinstance(op, MapOp):
-            stream = _actor_or_task(stream, pending + list(op.chain), op, names + [op.name],
-                                    exe, progress)
-        else:
-            if pending or reads:
-                stream = task_stage(stream, pending, "->".join(names), exe,
-                                    progress.add("->".join(names)), {})
-            stream = (limit_stage(stream, op.n, exe, progress.add(op.name))
-                      if isinstance(op, LimitOp)
-                      else all_to_all_stage(stream, op, exe, progress.add(op.name)))
-        pending, names, reads = [], [], False
-    if pending or reads:
-        stream = task_stage(stream, pending, "->".join(names), exe,
-                            progress.add("->".join(names)), {})
-    return progress.wrap(stream), exe
+            group = _Group([], reads=False)
+            group.add(op)
+            continue
+        stream = (limit_stage(stream, op.n, exe, progress.add(op.name))
+                  if isinstance(op, LimitOp)
+                  else all_to_all_stage(stream, op, exe, progress.add(op.name)))
+        group = _Group([], reads=False)
+    return progress.wrap(group.flush(stream, exe, progress)), exe
 
 
-def _actor_or_task(stream: Iterator[Any], chain: list[Transform], op: MapOp, names: list[str],
-                   exe: ExecContext, progress: Progress) -> Iterator[BlockRef]:
-    label = "->".join(n for n in names if n)
-    if op.compute == "actors":
-        return actor_stage(stream, chain, op, label, exe, progress.add(label))
-    return task_stage(stream, chain, label, exe, progress.add(label), op.remote_args)
+class _Group:
+    """One-to-one operators fused into one stage: plain task maps, with at most one actor
+    map (or one task map with resources of its own) among them. The task maps after an
+    actor map run on its actors too, so they never wait for CPUs the pool holds."""
+
+    def __init__(self, names: list[str], reads: bool = True) -> None:
+        self.names = names
+        self.chain: list[Transform] = []
+        self.special: MapOp | None = None
+        self.reads = reads  # the stream may still hold read tasks
+
+    def takes(self, op: MapOp) -> bool:
+        plain = op.compute == "tasks" and not op.remote_args
+        return plain or self.special is None
+
+    def add(self, op: MapOp) -> None:
+        if not (op.compute == "tasks" and not op.remote_args):
+            self.special = op
+        self.chain.extend(op.chain)
+        self.names.append(op.name)
+
+    def flush(self, stream: Iterator[Any], exe: ExecContext,
+              progress: Progress) -> Iterator[Any]:
+        if not self.chain and not self.reads:
+            return stream
+        label = "->".join(n for n in self.names if n)
+        if self.special is not None and self.special.compute == "actors":
+            return actor_stage(stream, self.chain, self.special, label, exe, progress.add(label))
+        args = self.special.remote_args if self.special is not None else {}
+        return task_stage(stream, self.chain, label, exe, progress.add(label), args)
 
 
 def task_stage(inputs: Iterator[Item], chain: list[Transform], label: str, exe: ExecContext,

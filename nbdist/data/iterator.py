@@ -37,14 +37,14 @@ class DataIterator:
                      batch_format: str | None = "default", drop_last: bool = False,
                      local_shuffle_buffer_size: int | None = None,
                      local_shuffle_seed: int | None = None, **kwargs: Any) -> Iterator[Any]:
-        rng = np.random.default_rng(local_shuffle_seed)
-        for table in self._cut(batch_size, drop_last, local_shuffle_buffer_size):
-            if local_shuffle_buffer_size:
-                table = table.take(pa.array(rng.permutation(table.num_rows)))
+        rng = np.random.default_rng(local_shuffle_seed) if local_shuffle_buffer_size else None
+        for table in self._cut(batch_size, drop_last, local_shuffle_buffer_size, rng):
             yield B.to_batch(table, batch_format)
 
-    def _cut(self, batch_size: int | None, drop_last: bool,
-             buffer_rows: int | None) -> Iterator[pa.Table]:
+    def _cut(self, batch_size: int | None, drop_last: bool, buffer_rows: int | None,
+             rng: np.random.Generator | None = None) -> Iterator[pa.Table]:
+        """Batches of ``batch_size`` rows across block edges; with a shuffle buffer, batches
+        are drawn from at least ``buffer_rows`` rows permuted together."""
         buffer: list[pa.Table] = []
         rows = 0
         want = max(batch_size or 0, buffer_rows or 0)
@@ -59,6 +59,8 @@ class DataIterator:
             if rows < want:
                 continue
             table = B.concat(buffer)
+            if rng is not None:
+                table = table.take(pa.array(rng.permutation(table.num_rows)))
             full = (table.num_rows // batch_size) * batch_size
             for start in range(0, full, batch_size):
                 yield table.slice(start, batch_size)
@@ -66,6 +68,8 @@ class DataIterator:
             buffer, rows = ([rest], rest.num_rows) if rest.num_rows else ([], 0)
         if buffer and rows:
             table = B.concat(buffer)
+            if rng is not None:
+                table = table.take(pa.array(rng.permutation(table.num_rows)))
             for start in range(0, table.num_rows, batch_size or table.num_rows):
                 part = table.slice(start, batch_size)
                 if part.num_rows == batch_size or not drop_last:

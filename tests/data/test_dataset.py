@@ -83,6 +83,11 @@ def test_actor_pool_map_batches() -> None:
     assert [r["id"] for r in rows] == list(range(1000, 1300))
     # Two actors took six blocks: some actor ran more than one, on the instance it built.
     assert max(r["calls"] for r in rows) >= 2
+    # A pool holding every CPU (1 each, 2 actors): the maps after it, and the aggregate, run
+    # on its actors rather than waiting for a CPU.
+    full = rd.range(100, override_num_blocks=4).map_batches(
+        AddConstant, fn_constructor_args=(1,), concurrency=2).map(lambda r: {"id": r["id"]})
+    assert full.sum("id") == sum(range(1, 101))
 
 
 def test_limit_take_iter_and_splits() -> None:
@@ -202,3 +207,12 @@ def test_a_dead_pool_actor_is_replaced_and_its_blocks_run_again(tmp_path) -> Non
         DieOnce, fn_constructor_args=(str(tmp_path / "died"),), concurrency=1, num_cpus=0.5)
     assert ds.sum("id") == sum(range(100))
     assert (tmp_path / "died").exists()
+
+
+def test_local_shuffle_buffer_mixes_rows_across_blocks() -> None:
+    ds = rd.range(400, override_num_blocks=4)
+    batches = list(ds.iter_batches(batch_size=100, local_shuffle_buffer_size=200,
+                                   local_shuffle_seed=0))
+    ids = np.concatenate([b["id"] for b in batches])
+    assert sorted(ids) == list(range(400)) and list(ids) != list(range(400))
+    assert batches[0]["id"].max() >= 100  # drawn from more than the first block
