@@ -3,7 +3,8 @@
 Each call folds the records of the current cluster that the driver's event history holds
 (``nbdist.events.recent``, bounded by ``config.event_buffer``) into rows named as Ray names
 them: a task is PENDING_NODE_ASSIGNMENT once submitted, RUNNING once a worker started it, then
-FINISHED or FAILED (a retry sends it back to PENDING_NODE_ASSIGNMENT with its attempt number
+FINISHED or FAILED (a running task a cancel interrupted is FINISHED, as Ray lists it; one
+cancelled before it started is FAILED; a retry sends it back to PENDING_NODE_ASSIGNMENT with its attempt number
 raised); an actor is ALIVE from its creation, RESTARTING after a restart notice until its next
 call runs, DEAD when it died; an object is listed from its creation until it is freed. Nodes
 come from ``nbdist.nodes()`` and workers from the timeline's worker table
@@ -148,7 +149,11 @@ def _fold_tasks() -> dict[str, TaskState]:
             task.state, task.node_id, task.worker_pid = "FINISHED", rec.node_id, rec.worker_pid
             task.end_time_ms = int(rec.time * 1000)
         elif isinstance(rec, ev.TaskFailed):
-            task.state, task.error_type, task.error_message = "FAILED", rec.error_type, rec.message
+            if task.state == "RUNNING" and rec.error_type == "TaskCancelledError":
+                task.state = "FINISHED"  # as Ray's: its worker ended it (with the cancel error)
+            else:
+                task.state, task.error_type = "FAILED", rec.error_type
+                task.error_message = rec.message
             task.end_time_ms = int(rec.time * 1000)
         elif isinstance(rec, ev.TaskRetried):
             task.state, task.attempt_number = "PENDING_NODE_ASSIGNMENT", rec.attempt

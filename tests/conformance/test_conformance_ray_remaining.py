@@ -112,15 +112,22 @@ def _final_state(name: str) -> str:
     return str(poll(state, timeout=120, what=f"the cancelled task {name} listed as ended"))
 
 
-def test_a_cancelled_task_is_listed_as_failed(backend) -> None:
+def test_a_cancelled_task_is_listed_finished_if_it_ran_else_failed(backend) -> None:
     flag = _Flag.remote()
     running = _runs_until_cancelled.options(name="cancelled-while-running").remote(flag)
     poll(lambda: nbdist.get(flag.is_set.remote(), timeout=60), timeout=120,
          what="the task started")
+    never = _answer.options(name="cancelled-before-it-ran",
+                            resources={"NonexistentCustom": 1}).remote()
     nbdist.cancel(running)
-    with pytest.raises(nbdist.exceptions.TaskCancelledError):
-        nbdist.get(running, timeout=120)
-    assert _final_state("cancelled-while-running") == "FAILED"
+    nbdist.cancel(never)
+    for ref in (running, never):
+        with pytest.raises(nbdist.exceptions.TaskCancelledError):
+            nbdist.get(ref, timeout=120)
+    # Ray lists a task whose running body the cancel interrupted as FINISHED (its worker
+    # ended it), and one that never ran as FAILED.
+    assert _final_state("cancelled-while-running") == "FINISHED"
+    assert _final_state("cancelled-before-it-ran") == "FAILED"
 
 
 @nbdist.remote
