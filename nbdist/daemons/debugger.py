@@ -242,6 +242,11 @@ class RemotePdb(pdb.Pdb):
             frame.f_code.co_filename for frame, _ in self.stack
             if not frame.f_code.co_filename.startswith("<frozen"))))
 
+    def _cmdloop(self) -> None:
+        # pdb's own loop takes KeyboardInterrupt as "stop the command"; here it is a cancel
+        # of the task (the node signals its worker), which must end the paused task.
+        self.cmdloop()
+
     def set_continue(self) -> None:
         super().set_continue()
         if not self.breaks:

@@ -25,6 +25,7 @@ import collections
 import json
 import linecache
 import os
+import socket
 import sys
 import threading
 import time
@@ -147,7 +148,13 @@ def attend(client: CoreClient) -> None:
                 client.attention = None
         if not waiting or prompt is None:
             return
-        relay(waiting[0], *prompt)
+        try:
+            relay(waiting[0], *prompt)
+        except KeyboardInterrupt:
+            # The waiting program was interrupted at the prompt: as for any work it waits
+            # on, the paused task is cancelled (the cancel reaches it in the debugger).
+            client.cancel_task(int(waiting[0]["task"], 16), False)
+            raise
 
 
 # ---------------------------------------------------------------- one session
@@ -214,7 +221,24 @@ def listed(control: Callable[[str, Any], Any]) -> list[dict[str, Any]]:
     """Every paused session the cluster's head knows of, oldest first (``control`` asks the
     head: a client's ``control``, or the CLI's request)."""
     entries = control("kv_list", KV_PREFIX) or {}
-    return sorted((dict(v) for v in entries.values()), key=lambda i: i.get("since", 0.0))
+    alive = []
+    for key, info in entries.items():
+        if _listening(info):
+            alive.append(dict(info))
+        else:  # its worker died paused (killed, or its node went away): forget it
+            try:
+                control("kv_del", key)
+            except NbdistError:
+                pass
+    return sorted(alive, key=lambda i: i.get("since", 0.0))
+
+
+def _listening(info: dict[str, Any]) -> bool:
+    try:
+        with socket.create_connection((info["host"], int(info["port"])), timeout=2.0):
+            return True
+    except OSError:
+        return False
 
 
 def choose(sessions: list[dict[str, Any]], task: str | None) -> dict[str, Any]:

@@ -247,3 +247,19 @@ trainer = train.DataParallelTrainer(loop, scaling_config=train.ScalingConfig(num
     assert "task 'TrainWorker(rank=0)' paused at a breakpoint" in out
     assert "(0, 3)" in out and "metrics {'step': 3, 'rank': 0}" in out
     nothing_paused(shared_kernel)
+
+
+def test_interrupting_the_prompt_cancels_the_cells_paused_task(
+        shared_kernel: KernelSession) -> None:
+    shared_kernel.ok(DEFS)
+    msg_id = shared_kernel.submit("interrupted = f.remote(2)\nnbdist.get(interrupted)")
+    stdin = Stdin(shared_kernel)
+    stdin.answer(["p x"])  # the prompt is up and answers
+    poll(stdin._request, timeout=60, what="the next prompt")
+    shared_kernel.km.interrupt_kernel()
+    reply = shared_kernel.reply(msg_id, timeout=60)["content"]
+    assert reply["status"] == "error" and "KeyboardInterrupt" in reply["ename"]
+    ended = shared_kernel.ok("try:\n    nbdist.get(interrupted, timeout=60)\n"
+                             "except Exception as exc:\n    print('ended:', type(exc).__name__)")
+    assert "ended:" in ended and "GetTimeout" not in ended
+    nothing_paused(shared_kernel)  # the interrupted cell's paused task was cancelled
