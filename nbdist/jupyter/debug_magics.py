@@ -64,6 +64,13 @@ def add_parsers(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
+    try:
+        _run(args)
+    except NbdistError as exc:  # e.g. DebuggerUnavailable on backend="ray"
+        raise UsageError(f"%nbdist {args.command}: {exc}") from None
+
+
+def _run(args: argparse.Namespace) -> None:
     if args.command == "debug":
         _debug(args)
     elif args.command == "stack":
@@ -101,10 +108,7 @@ def _debug(args: argparse.Namespace) -> None:
         print("\n".join(remote_pdb.describe(i) for i in sessions) if sessions
               else "No task is paused in the debugger.")
         return
-    try:
-        how = remote_pdb.attach(args.task, builtins.input, _show)
-    except NbdistError as exc:
-        raise UsageError(f"%nbdist debug: {exc}") from None
+    how = remote_pdb.attach(args.task, builtins.input, _show)
     print({"continue": "nbdist: the task runs on.",
            "quit": "nbdist: the task was ended (its get raises DebuggerQuit).",
            "gone": ""}.get(how, ""))

@@ -126,6 +126,8 @@ def test_debug_magic_attaches_when_no_cell_waits(shared_kernel: KernelSession) -
     assert "\n6\n" in out and "the task runs on" in out
     assert shared_kernel.ok("print(nbdist.get(ref))").strip() == "70"
     nothing_paused(shared_kernel)
+    content, _ = shared_kernel.execute("%nbdist debug")
+    assert content["ename"] == "UsageError" and "No task is paused" in content["evalue"]
 
 
 POST_MORTEM = """
