@@ -13,7 +13,7 @@ JUPYTER = Path(nbdist.__file__).parent / "jupyter"
 # includes Ray's ray.util modules (util.metrics, util.state, ...), and the event stream.
 PUBLIC = frozenset(("nbdist", "nbdist.events", "nbdist.exceptions", "nbdist.util"))
 PUBLIC_UTIL = ("nbdist.util.metrics", "nbdist.util.state", "nbdist.util.placement_group",
-               "nbdist.util.scheduling_strategies")
+               "nbdist.util.scheduling_strategies", "nbdist.util.pdb", "nbdist.util.why")
 
 
 def engine_imports(path: Path) -> list[tuple[int, str]]:
