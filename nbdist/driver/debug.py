@@ -308,6 +308,13 @@ def stacks(node_id: str, running: list[tuple[str, str, str, int]], timeout: floa
         except (OSError, ValueError):
             out.append((item, f"its worker did not answer within {timeout:g} s (busy in "
                               "code that holds the interpreter)"))
+    for _, path in asked:
+        if path.startswith(os.sep):
+            try:
+                os.rmdir(os.path.dirname(path))  # once empty: nothing left in /tmp
+            except OSError:
+                pass
+            break
     return out
 
 
