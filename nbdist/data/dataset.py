@@ -28,6 +28,7 @@ from .plan import AllToAllOp, BlockRef, LimitOp, MapOp, Plan, Source, refs_sourc
 from .transforms import Transform
 
 _ids = itertools.count(1)
+_runs = itertools.count()
 
 
 class Dataset(DataIterator):
@@ -40,7 +41,12 @@ class Dataset(DataIterator):
 
     # -- plumbing ---------------------------------------------------------------------------
     def _with(self, op: Any) -> Dataset:
-        return Dataset(self._plan.with_op(op), self._name)
+        return Dataset(self._plan.with_op(op))
+
+    def _run_name(self) -> str:
+        """The name of one execution of this dataset (``dataset_3_0``, as Ray Data names it):
+        each is a run of its own in the views and on the progress line."""
+        return f"{self._name}_{next(_runs)}"
 
     def _map(self, kind: str, fn: Any, options: dict[str, Any], *, compute: str = "tasks",
              concurrency: Any = None, remote_args: dict[str, Any] | None = None,
@@ -54,7 +60,7 @@ class Dataset(DataIterator):
         return self._with(AllToAllOp(name, fn, keeps_rows))
 
     def iter_internal_ref_bundles(self) -> Iterator[BlockRef]:
-        stream, self._last = execute(self._plan, self._name)
+        stream, self._last = execute(self._plan, self._run_name())
         return stream
 
     def _block_refs(self) -> Iterator[BlockRef]:
@@ -175,15 +181,13 @@ class Dataset(DataIterator):
 
     def union(self, *others: Dataset) -> Dataset:
         plans = [self._plan] + [o._plan for o in others]
-        name = self._name
-
         def items(exe: ExecContext) -> Iterator[BlockRef]:
             for p in plans:
-                stream, _ = execute(p, name)
+                stream, _ = execute(p, exe.name)
                 yield from stream
         rows = [p.known_rows for p in plans]
         known = None if any(r is None for r in rows) else sum(r or 0 for r in rows)
-        return Dataset(Plan(Source("Union", items, None, known)), name)
+        return Dataset(Plan(Source("Union", items, None, known)))
 
     def zip(self, other: Dataset) -> Dataset:
         return self._all("Zip", lambda bl, exe: A.zip_blocks(
@@ -202,7 +206,7 @@ class Dataset(DataIterator):
         blocks = self.materialize()._blocks
         total = sum(b.meta.num_rows for b in blocks)
         cuts = [0] + [min(i, total) for i in indices] + [total]
-        exe = ExecContext(self._name, DataContext.get_current())
+        exe = ExecContext(self._run_name(), DataContext.get_current())
         out = A.slice_rows(blocks, list(zip(cuts[:-1], cuts[1:], strict=False)), exe, "Split")
         return [MaterializedDataset(Plan(refs_source("FromBlocks", [b])), self._name, [b])
                 for b in out]
@@ -257,7 +261,7 @@ class Dataset(DataIterator):
 
     def _aggregate(self, on: str | list[str] | None, what: str) -> Any:
         cols = ([on] if isinstance(on, str) else list(on)) if on is not None else self.columns()
-        partials = self._map("partial", None, {"cols": cols})
+        partials = self._map("partial", A.partial_block, {"cols": cols})
         result = A.combine_partials(partials.take_all(), cols)
         values = [result[c][what] if c in result else None for c in cols]
         if isinstance(on, str):
@@ -315,10 +319,10 @@ class Dataset(DataIterator):
         self._write("npy", path, filesystem, {**kwargs, "column": column})
 
     def _write(self, fmt: str, path: str, filesystem: Any, kwargs: dict[str, Any]) -> None:
-        from .io import prepare_write
+        from .io import prepare_write, write_block
 
         opts = prepare_write(fmt, path, filesystem, kwargs)
-        ds = self._map("write", None, opts)
+        ds = self._map("write", write_block, opts)
         for _ in ds.iter_internal_ref_bundles():
             pass
 
@@ -339,3 +343,16 @@ class MaterializedDataset(Dataset):
 
     def stats(self) -> str:
         return super().stats()
+
+
+def shard_datasets(datasets: dict[str, Any], n: int) -> list[dict[str, Any]]:
+    """Per rank of a training run, its ``datasets``: each `Dataset` as that rank's shard of
+    one ``streaming_split(n, equal=True)`` (so every rank runs the same number of steps), any
+    other value as it is."""
+    out: list[dict[str, Any]] = [{} for _ in range(n)]
+    for name, value in datasets.items():
+        shards = value.streaming_split(n, equal=True) if isinstance(value, Dataset) \
+            else [value] * n
+        for rank in range(n):
+            out[rank][name] = shards[rank]
+    return out

@@ -157,18 +157,3 @@ def streaming_split(dataset: Dataset, n: int, equal: bool) -> list[DataIterator]
     coordinator = cls.options(library_call=("data", dataset._name, "SplitCoordinator")).remote(
         dataset, n, equal, DataContext.get_current())
     return [SplitIterator(coordinator, i, n) for i in range(n)]
-
-
-def shard_datasets(datasets: dict[str, Any], n: int) -> list[dict[str, Any]]:
-    """Per rank of a training run, its ``datasets``: each `Dataset` as that rank's shard of
-    one ``streaming_split(n, equal=True)`` (so every rank runs the same number of steps), any
-    other value as it is."""
-    from .dataset import Dataset
-
-    out: list[dict[str, Any]] = [{} for _ in range(n)]
-    for name, value in datasets.items():
-        shards = value.streaming_split(n, equal=True) if isinstance(value, Dataset) \
-            else [value] * n
-        for rank in range(n):
-            out[rank][name] = shards[rank]
-    return out

@@ -45,7 +45,7 @@ class Transform:
                   "sample": "RandomSample", "write": "Write",
                   "partial": "Aggregate"}
         title = titles.get(self.kind, self.kind)
-        return f"{title}({name})" if name and self.kind not in ("write",) else title
+        return f"{title}({name})" if name and self.kind not in ("write", "partial") else title
 
 
 def instantiate(chain: list[Transform]) -> list[Any]:
@@ -131,16 +131,15 @@ def _sample(block: pa.Table, fn: Any, opts: dict[str, Any]) -> pa.Table:
 
 
 def _write(block: pa.Table, fn: Any, opts: dict[str, Any]) -> pa.Table:
-    from .io import write_block
-
-    path = write_block(block, opts)
+    # fn: the format's writer (nbdist.data.io.write_block), given by the dataset so that this
+    # module stays below io in the import order.
+    path = fn(block, opts)
     return pa.table({"path": [path], "num_rows": [block.num_rows]})
 
 
 def _partial(block: pa.Table, fn: Any, opts: dict[str, Any]) -> pa.Table:
-    from .alltoall import partial_block
-
-    return partial_block(block, fn, opts)
+    # fn: nbdist.data.alltoall.partial_block, given by the dataset (see _write).
+    return fn(block, None, opts)
 
 
 _KINDS: dict[str, Callable[[pa.Table, Any, dict[str, Any]], pa.Table]] = {

@@ -413,7 +413,7 @@ def _rank_datasets(datasets: dict[str, Any], n: int, whole: Any) -> list[Any]:
     ``nbdist.data`` Dataset every attempt (Ray Train's DataConfig), other values as given."""
     if not any(type(v).__module__.startswith("nbdist.data") for v in datasets.values()):
         return [whole] * n
-    from nbdist.data.split import shard_datasets
+    from nbdist.data.dataset import shard_datasets
 
     return shard_datasets(datasets, n)
 
