@@ -281,6 +281,7 @@ def _python_form(hosts: Hosts, name: str, ready: Path) -> str:
         cluster = ssh()
         print("HELD", nbdist.get(where.remote(), timeout=120) is not None, flush=True)
         open({str(ready)!r}, "w").close()
+        # deliberate sleep: the driver stays alive holding the cluster until the test kills it
         time.sleep(600)
         """)
 

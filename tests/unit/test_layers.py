@@ -10,8 +10,11 @@ import nbdist
 
 JUPYTER = Path(nbdist.__file__).parent / "jupyter"
 # What nbdist/jupyter may import of nbdist (besides its own modules): the public API, which
-# includes Ray's ray.util modules (util.metrics, util.state, ...), and the event stream.
-PUBLIC = frozenset(("nbdist", "nbdist.events", "nbdist.exceptions", "nbdist.util"))
+# includes Ray's ray.util modules (util.metrics, util.state, ...) and nbdist.cluster (the
+# documented calls that start and attach SSH clusters: ssh(), attach(), down()), and the event
+# stream.
+PUBLIC = frozenset(("nbdist", "nbdist.events", "nbdist.exceptions", "nbdist.util",
+                    "nbdist.cluster"))
 PUBLIC_UTIL = ("nbdist.util.metrics", "nbdist.util.state", "nbdist.util.placement_group",
                "nbdist.util.scheduling_strategies", "nbdist.util.pdb", "nbdist.util.why")
 

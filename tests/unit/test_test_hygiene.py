@@ -107,11 +107,16 @@ class _Checker(ast.NodeVisitor):
 def _check(source: str) -> list[tuple[int, str]]:
     """Rule breaks in one piece of code: (line, what)."""
     remote = source.lstrip().startswith(REMOTE_CELL)
-    # IPython magics are no Python: blank them, keeping the line numbers.
-    source = "\n".join("" if ln.lstrip().startswith("%") else ln for ln in source.split("\n"))
     with warnings.catch_warnings():  # a string's odd escapes are not this guard's business
         warnings.simplefilter("ignore", SyntaxWarning)
-        tree = ast.parse(source)
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            # IPython magics are no Python: blank them, keeping the line numbers (only when the
+            # code does not parse as it is: a docstring's line may start with "%" too).
+            source = "\n".join("" if ln.lstrip().startswith("%") else ln
+                               for ln in source.split("\n"))
+            tree = ast.parse(source)
     checker = _Checker(source.split("\n"), remote, _made_remote(tree))
     checker.visit(tree)
     return checker.found
