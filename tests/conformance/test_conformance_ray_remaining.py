@@ -177,7 +177,9 @@ def test_a_recursive_cancel_of_an_actor_call_cancels_the_tasks_it_submitted(back
     call = spawner.spawn_and_wait.remote(keeper, started)
     poll(lambda: nbdist.get(started.is_set.remote(), timeout=60), timeout=120,
          what="the child task started")
-    (child,) = nbdist.get(keeper.get_kept.remote(), timeout=60)
+    # The child may start before the call has handed its ref to the keeper.
+    (child,) = poll(lambda: nbdist.get(keeper.get_kept.remote(), timeout=60), timeout=120,
+                    what="the call kept its child's ref")
     nbdist.cancel(call, recursive=True)
     with pytest.raises(nbdist.exceptions.TaskCancelledError):
         nbdist.get(child, timeout=120)
