@@ -217,8 +217,12 @@ def test_retry_exceptions_for_other_errors_leaves_the_error_in_place(backend, tm
 
 def test_retry_exceptions_reruns_a_stream_keeping_the_items_it_gave(backend, tmp_path) -> None:
     gen = flaky.options(retry_exceptions=True, max_retries=2).remote(str(tmp_path), 2)
-    # The first run's item 0 stays; the last run gives the items after it.
-    assert [nbdist.get(ref, timeout=120) for ref in gen] == [(0, 0), (2, 1), (2, 2)]
+    values = [nbdist.get(ref, timeout=120) for ref in gen]
+    # Item 0's ref stays; the last run gives the items after it.
+    assert values[1:] == [(2, 1), (2, 2)]
+    # Item 0's value: nbdist keeps the first run's. Ray keeps the first run's too unless a
+    # later run wrote item 0 again before it was read (seen on Ray on a loaded machine).
+    assert values[0] == (0, 0) if backend == "nbdist" else values[0] in [(0, 0), (1, 0), (2, 0)]
     assert len(os.listdir(tmp_path)) == 3
 
 
