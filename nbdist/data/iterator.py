@@ -9,6 +9,7 @@ limit, so the next blocks are being made while a batch is used (the prefetch).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -91,9 +92,13 @@ class DataIterator:
                 yield collate_fn(batch)
                 continue
             out = {}
-            for k, v in batch.items():
-                dtype = dtypes.get(k) if isinstance(dtypes, dict) else dtypes
-                out[k] = torch.as_tensor(np.ascontiguousarray(v), dtype=dtype, device=dev)
+            with warnings.catch_warnings():
+                # A column read zero-copy from the store is read-only; as Ray Data does, the
+                # tensor shares it (no copy) and torch's warning about it is not shown.
+                warnings.filterwarnings("ignore", "The given NumPy array is not writable")
+                for k, v in batch.items():
+                    dtype = dtypes.get(k) if isinstance(dtypes, dict) else dtypes
+                    out[k] = torch.as_tensor(np.ascontiguousarray(v), dtype=dtype, device=dev)
             yield out
 
     def _first(self, n: int) -> DataIterator:

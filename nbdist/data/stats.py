@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import nbdist
 from nbdist import events
 
 from .block import BlockMeta
@@ -24,6 +25,9 @@ if TYPE_CHECKING:
     from .executor import ExecContext
 
 _REDRAW_S = 0.25
+# An execution shorter than this (a take, a schema, a count) only draws its progress line; a
+# longer one also becomes a run in the views (one lane per operator), from then until its end.
+VIEW_AFTER_S = 1.0
 
 
 def _size(n: float) -> str:
@@ -72,7 +76,10 @@ class Progress:
         self.exe = exe
         self.show = exe.data_context.enable_progress_bars
         self.last = 0.0
-        self.drawn = False
+        self.began = time.monotonic()
+        self.published = False
+        ctx = nbdist.get_runtime_context()
+        self.interactive = ctx.get_task_id() is None and ctx.get_actor_id() is None
 
     def add(self, name: str) -> OpStats:
         stats = OpStats(name)
@@ -96,14 +103,23 @@ class Progress:
         if not final and now - self.last < _REDRAW_S:
             return
         self.last = now
+        if self.published or now - self.began >= VIEW_AFTER_S:
+            self.publish(status)
+        if self.show and (final or self.interactive):
+            line = f"{self.exe.name}: " + " | ".join(s.line() for s in self.exe.stats)
+            # The driver redraws its line in place; a task or actor, whose output reaches the
+            # driver line by line, prints only the final one.
+            sys.stderr.write(("\r" + line + ("\n" if final else "")) if self.interactive
+                             else line + "\n")
+            sys.stderr.flush()
+
+    def publish(self, status: str) -> None:
+        """One ``RunUpdate`` per operator: the run is the execution, each operator a member
+        (its lane), with its blocks done, rows, bytes and blocks in flight."""
+        self.published = True
         for s in self.exe.stats:
             metrics = (("blocks", float(s.blocks)), ("rows", float(s.rows)),
                        ("bytes", float(s.bytes)), ("in_flight", float(s.in_flight)))
             events.publish(events.RunUpdate(time.time(), "data", run=self.exe.name,
                                             member=s.name, status=status,
                                             iteration=s.blocks, metrics=metrics))
-        if self.show and (self.drawn or not final or len(self.exe.stats) > 0):
-            line = " | ".join(s.line() for s in self.exe.stats)
-            sys.stderr.write(f"\r{self.exe.name}: {line}" + ("\n" if final else ""))
-            sys.stderr.flush()
-            self.drawn = True

@@ -85,7 +85,7 @@ def title_html(run: schema.Run) -> str:
     counts: dict[str, int] = {}
     for m in run["members"].values():
         counts[m["status"]] = counts.get(m["status"], 0) + 1
-    kind = "workers" if run["library"] == "train" else "trials"
+    kind = {"train": "workers", "data": "operators"}.get(run["library"], "trials")
     states = ", ".join(f"{n} {s.lower()}" for s, n in counts.items())
     return (f"<b>{html.escape(run['library'])} · {html.escape(run['name'])}</b>: "
             f"{len(run['members'])} {kind} ({html.escape(states)})")
