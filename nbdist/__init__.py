@@ -124,10 +124,10 @@ _sys.modules.setdefault(__name__ + ".cloudpickle", cloudpickle)
 
 
 def __getattr__(name: str) -> object:
-    """``nbdist.data`` (Ray Data's API) is imported on first use, as ``import ray`` does not
-    import ``ray.data`` either: the engine stays free of it."""
-    if name == "data":
+    """``nbdist.data`` (Ray Data's API) and ``nbdist.rllib`` are imported on first use, as
+    ``import ray`` does not import ``ray.data`` either: the engine stays free of it."""
+    if name in ("data", "rllib"):
         import importlib
 
-        return importlib.import_module(f"{__name__}.data")
+        return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

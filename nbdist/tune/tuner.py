@@ -47,6 +47,12 @@ def register_trainable(name: str, trainable: Any) -> None:
 
 def resolve_trainable(trainable: Any) -> tuple[Any, str]:
     if isinstance(trainable, str):
+        if trainable not in _registry:  # RLlib's algorithms go by name too ("PPO", "DQN")
+            from nbdist.rllib.algorithms.registry import get_algorithm_class
+
+            algorithm = get_algorithm_class(trainable)
+            if algorithm is not None:
+                return algorithm, trainable
         if trainable not in _registry:
             raise TuneError(f"no trainable is registered as {trainable!r}; registered: "
                             f"{sorted(_registry)} (use tune.register_trainable)")

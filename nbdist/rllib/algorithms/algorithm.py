@@ -1,0 +1,451 @@
+"""``Algorithm``: an RL algorithm as RLlib's new API stack shapes it, on nbdist's public API.
+
+What ``config.build_algo()`` builds, and what ``train()`` does each iteration::
+
+    driver                                              actors (one placement group)
+    Algorithm.setup:  env creator resolved, spaces read from one env, module built (torch),
+                      learner built, EnvRunnerGroup started ───────> env_runner 1 .. N
+    Algorithm.train:  training_step()  ── sample_episodes() ───────> runner.sample(weights ref)
+                        (the subclass)  <── episodes + returns ──────
+                                        ── learner update (driver) ──
+                                        ── sync_weights() ─ nbdist.put(state) once ─> runners
+                      result dict (Ray 2.60's keys), RunUpdate on the event stream
+
+The extension contract (how an algorithm is written; PPO in algorithms/ppo/ppo.py is the
+reference, ~150 lines):
+
+1. Its config: ``class FooConfig(AlgorithmConfig)`` with ``__init__(self, algo_class=None)``
+   calling ``super().__init__(algo_class=algo_class or Foo)`` and then setting its defaults
+   (RLlib's values: ``self.lr = ...``, ``self.foo_coeff = ...``); a ``training(self, *,
+   foo_coeff=NotProvided, ..., **kwargs)`` that sets its own fields (``self._set(foo_coeff=
+   foo_coeff)``) and passes the rest to ``super().training(**kwargs)``; optionally
+   ``get_default_rl_module_spec()`` returning ``RLModuleSpec(module_class=...)`` (default: the
+   actor-critic MLP of core/rl_module) and ``validate()``. ``to_dict``/``update_from_dict``
+   pick the new fields up by themselves (every attribute is a field).
+
+2. Its algorithm: ``class Foo(Algorithm)`` with
+   - ``get_default_config(cls) -> FooConfig()`` (a classmethod);
+   - ``build_learner(self) -> Learner | None`` (optional): made in ``setup`` after
+     ``self.module`` exists; the default returns None. A ``Learner`` subclass implements
+     ``compute_loss_for_module`` and gets ``update(batch, minibatch_size=, num_epochs=)``
+     (core/learner/learner.py);
+   - ``training_step(self) -> dict``: one iteration. Inside it:
+       ``episodes = self.sample_episodes(num_env_steps=n)``  (or ``num_episodes=``,
+           ``explore=``, ``random_actions=``): a list of ``SingleAgentEpisode`` chunks from all
+           runners (from the driver's own runner when ``num_env_runners=0``); the finished
+           episodes' returns and lengths and the step counts go into the ``env_runners``
+           results by themselves;
+       the update (``self.learner.update(batch, ...)`` or your own torch code on
+           ``self.module``);
+       ``self.sync_weights()``: the module's new state to every runner (one put);
+     and return the learner results keyed by module id: ``{"default_policy": {"total_loss":
+     ..., ...}}`` (numbers). ``train()`` adds ``__all_modules__`` with
+     ``num_env_steps_trained`` when the dict has a ``"num_env_steps_trained"`` entry at the top
+     (pop it there), and returns ``{"env_runners": {...}, "learners": {...},
+     "training_iteration": i, "num_env_steps_sampled_lifetime": ..., "time_this_iter_s": ...,
+     "evaluation": {...} (when due), ...}``. Extra top-level keys: put them in
+     ``self.extra_results`` (a dict, cleared each iteration).
+   - state beyond the module, the learner's optimizer and the counters (a replay buffer, an
+     exploration schedule): override ``get_state``/``set_state`` and call super; checkpoints
+     (``save_to_path``/``restore_from_path``/``from_checkpoint``) and Tune's pausing use them.
+   - an algorithm that samples with its own tasks (ES: rollouts as tasks) sets
+     ``num_env_runners=0`` in its defaults, uses ``self.env_creator``/``self.env_config`` to
+     make envs in its tasks, and calls ``self.record_episodes(returns, lens, env_steps)`` so
+     the ``env_runners`` results and the learning curve still fill.
+   - register the name for ``tune.Tuner("Foo", ...)`` in algorithms/registry.py.
+
+Useful attributes: ``self.config`` (the frozen config), ``self.module`` (torch, in the
+driver), ``self.learner``, ``self.env_runner_group``, ``self.observation_space``,
+``self.action_space``, ``self.iteration``, ``self.counters`` (``num_env_steps_sampled_lifetime``,
+``num_env_steps_trained_lifetime``, ``num_episodes_lifetime``), ``self.run_name``.
+
+The algorithm is also a Tune ``Trainable`` (``step`` = ``train``, ``save_checkpoint`` =
+``save_to_path``), so ``tune.Tuner(PPO, param_space=config)`` runs it as a trial. In the driver
+each iteration publishes a ``RunUpdate`` (library ``"rllib"``, run = ``self.run_name``, member
+``"learner"``) whose metrics are the return and the step counts: the live view draws the
+learning curve like a Train run's; runner calls are marked as the library's
+(``library_call``). Interrupting ``train()`` (KeyboardInterrupt) stops the algorithm: its
+runners are killed and the placement group removed before the interrupt goes on.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import math
+import os
+import time
+from typing import Any
+
+import numpy as np
+
+import nbdist
+from nbdist.rllib.algorithms.algorithm_config import AlgorithmConfig
+from nbdist.rllib.core import ALL_MODULES, DEFAULT_MODULE_ID
+from nbdist.rllib.env.single_agent_episode import SingleAgentEpisode
+from nbdist.tune.trainable.trainable import Trainable
+
+STATE_FILE = "algorithm_state.pkl"
+_names = itertools.count(1)
+
+
+class Algorithm(Trainable):
+    """Base of every algorithm (see the module docstring for the contract)."""
+
+    _allow_unknown_configs = True
+    config: Any  # the frozen AlgorithmConfig (a dict in Trainable)
+
+    def __init__(self, config: AlgorithmConfig | dict[str, Any] | None = None, env: Any = None,
+                 logger_creator: Any = None, **kwargs: Any) -> None:
+        if isinstance(config, AlgorithmConfig):
+            algo_config = config.copy(copy_frozen=False)
+        else:
+            algo_config = self.get_default_config()
+            if config:
+                algo_config.update_from_dict(dict(config))
+        if env is not None:
+            algo_config.env = env
+        algo_config.algo_class = type(self)
+        self._iteration = 0
+        self._info: dict[str, Any] = {}
+        self._bind(kwargs.get("trial_info") or {})
+        self.setup(algo_config)
+
+    @classmethod
+    def get_default_config(cls) -> AlgorithmConfig:
+        return AlgorithmConfig(algo_class=cls)
+
+    # --- building -------------------------------------------------------------------------
+    def setup(self, config: Any) -> None:
+        import torch
+
+        from nbdist.rllib.env.env_runner_group import EnvRunnerGroup
+        from nbdist.rllib.env.utils import make_env_creator, probe_spaces
+
+        if not nbdist.is_initialized():
+            nbdist.init()
+        config.validate()
+        config.freeze()
+        self.config = config
+        if config.seed is not None:
+            torch.manual_seed(int(config.seed))
+            np.random.seed(int(config.seed))
+        self.env_creator, self.env_name = make_env_creator(config.env)
+        self.env_config = dict(config.env_config or {})
+        self.observation_space, self.action_space = (
+            (config.observation_space, config.action_space)
+            if config.observation_space is not None and config.action_space is not None
+            else probe_spaces(self.env_creator, self.env_name, self.env_config))
+        self.module_spec = config.get_rl_module_spec(self.observation_space, self.action_space)
+        self.module = self.module_spec.build()
+        self.module.eval()
+        self.learner = self.build_learner()
+        self.run_name = f"{type(self).__name__}_{self.env_name}_{next(_names)}"
+        self.counters: dict[str, int] = collections.defaultdict(int)
+        window = int(config.metrics_num_episodes_for_smoothing)
+        self._returns: collections.deque[float] = collections.deque(maxlen=window)
+        self._lens: collections.deque[int] = collections.deque(maxlen=window)
+        self._iter_returns: list[float] = []
+        self._iter: dict[str, float] = collections.defaultdict(float)
+        self.extra_results: dict[str, Any] = {}
+        self._time_total = 0.0
+        self._stopped = False
+        self.evaluation_env_runner_group: Any = None
+        self.env_runner_group = EnvRunnerGroup(
+            config=config, env_creator=self.env_creator, env_name=self.env_name,
+            module_spec=self.module_spec, run_name=self.run_name,
+            module_state=self.module.get_state(), on_restart=self._runner_restarted)
+        self._publish("RUNNING", "built")
+
+    def build_learner(self) -> Any:
+        """The algorithm's ``Learner`` (None: ``training_step`` updates ``self.module``)."""
+        return None
+
+    @property
+    def env_runner(self) -> Any:
+        return self.env_runner_group.local_env_runner
+
+    # --- what training_step uses ----------------------------------------------------------
+    def sample_episodes(self, *, num_env_steps: int | None = None,
+                        num_episodes: int | None = None, explore: bool = True,
+                        random_actions: bool = False) -> list[SingleAgentEpisode]:
+        results = self.env_runner_group.sample(num_timesteps=num_env_steps,
+                                               num_episodes=num_episodes, explore=explore,
+                                               random_actions=random_actions)
+        episodes: list[SingleAgentEpisode] = []
+        for result in results:
+            episodes += result["episodes"]
+            self.record_episodes(result["episode_returns"], result["episode_lens"],
+                                 result["num_env_steps"])
+            self._iter["sample_time_s"] = max(self._iter["sample_time_s"],
+                                              result["sample_time_s"])
+        return episodes
+
+    def record_episodes(self, returns: list[float], lens: list[int], env_steps: int) -> None:
+        """Count finished episodes' returns and lengths and the env steps sampled."""
+        self._returns.extend(float(r) for r in returns)
+        self._lens.extend(int(n) for n in lens)
+        self._iter_returns += [float(r) for r in returns]
+        self._iter["num_env_steps_sampled"] += env_steps
+        self._iter["num_episodes"] += len(returns)
+        self.counters["num_env_steps_sampled_lifetime"] += int(env_steps)
+        self.counters["num_episodes_lifetime"] += len(returns)
+
+    def sync_weights(self) -> None:
+        self.env_runner_group.sync_weights(self.module.get_state())
+
+    def training_step(self) -> dict[str, Any]:
+        raise NotImplementedError(f"{type(self).__name__} must implement training_step()")
+
+    # --- an iteration ---------------------------------------------------------------------
+    def train(self) -> dict[str, Any]:
+        if self._stopped:
+            raise RuntimeError(f"{self.run_name} was stopped; build a new algorithm")
+        start = time.perf_counter()
+        self._iter = collections.defaultdict(float)
+        self._iter_returns = []
+        self.extra_results = {}
+        try:
+            learner_results = dict(self.training_step() or {})
+            min_time = self.config.min_time_s_per_iteration
+            while min_time and time.perf_counter() - start < float(min_time):
+                learner_results = dict(self.training_step() or {})
+            self._iteration += 1
+            result = self._result(learner_results, time.perf_counter() - start)
+            interval = self.config.evaluation_interval
+            if interval and self._iteration % int(interval) == 0:
+                result["evaluation"] = self.evaluate()
+        except KeyboardInterrupt:
+            self.stop()
+            raise
+        self._publish("RUNNING", "", result)
+        return result
+
+    def step(self) -> dict[str, Any]:  # Tune's name for one iteration
+        return self.train()
+
+    def _result(self, learner_results: dict[str, Any], took: float) -> dict[str, Any]:
+        self._time_total += took
+        trained = learner_results.pop("num_env_steps_trained", None)
+        if trained is not None:
+            self.counters["num_env_steps_trained_lifetime"] += int(trained)
+            learner_results.setdefault(ALL_MODULES, {}).update(
+                {"num_env_steps_trained": int(trained),
+                 "num_env_steps_trained_lifetime":
+                     self.counters["num_env_steps_trained_lifetime"]})
+        sampled = int(self._iter["num_env_steps_sampled"])
+        returns = list(self._returns)
+        env_runners = {
+            "episode_return_mean": float(np.mean(returns)) if returns else math.nan,
+            "episode_return_max": float(np.max(returns)) if returns else math.nan,
+            "episode_return_min": float(np.min(returns)) if returns else math.nan,
+            "episode_len_mean": float(np.mean(self._lens)) if self._lens else math.nan,
+            "episode_len_max": float(np.max(self._lens)) if self._lens else math.nan,
+            "num_episodes": int(self._iter["num_episodes"]),
+            "num_env_steps_sampled": sampled,
+            "num_env_steps_sampled_lifetime": self.counters["num_env_steps_sampled_lifetime"],
+            "num_episodes_lifetime": self.counters["num_episodes_lifetime"],
+            "num_agent_steps_sampled": {"default_agent": sampled},
+            "num_module_steps_sampled": {DEFAULT_MODULE_ID: sampled},
+            "sample": self._iter["sample_time_s"],
+            "num_healthy_workers": self.env_runner_group.num_healthy_remote_workers(),
+        }
+        result: dict[str, Any] = {
+            "env_runners": env_runners,
+            "learners": learner_results,
+            "training_iteration": self._iteration,
+            "num_env_steps_sampled_lifetime": self.counters["num_env_steps_sampled_lifetime"],
+            "num_env_steps_trained_lifetime": self.counters["num_env_steps_trained_lifetime"],
+            "num_episodes_lifetime": self.counters["num_episodes_lifetime"],
+            "fault_tolerance": {
+                "num_healthy_workers": self.env_runner_group.num_healthy_remote_workers(),
+                "num_remote_worker_restarts": self.env_runner_group.num_restarts},
+            "time_this_iter_s": took,
+            "time_total_s": self._time_total,
+            "timers": {"training_iteration": took,
+                       "env_runner_sampling_timer": self._iter["sample_time_s"]},
+            "done": False,
+        }
+        result.update(self.extra_results)
+        return result
+
+    # --- evaluation, inference ------------------------------------------------------------
+    def evaluate(self) -> dict[str, Any]:
+        """Run ``evaluation_duration`` episodes (or timesteps) with the current weights,
+        greedy unless ``evaluation_config`` says ``explore: True``; returns
+        ``{"env_runners": {"episode_return_mean": ..., ...}}``."""
+        from nbdist.rllib.env.env_runner_group import EnvRunnerGroup
+
+        config = self.config
+        overrides = dict(config.evaluation_config or {})
+        if self.evaluation_env_runner_group is None:
+            eval_config = config.copy(copy_frozen=False)
+            eval_config.update_from_dict({k: v for k, v in overrides.items()
+                                          if k != "explore"})
+            self.evaluation_env_runner_group = EnvRunnerGroup(
+                config=eval_config, env_creator=self.env_creator, env_name=self.env_name,
+                module_spec=self.module_spec, run_name=self.run_name + "_eval",
+                num_env_runners=int(config.evaluation_num_env_runners),
+                module_state=self.module.get_state())
+        group = self.evaluation_env_runner_group
+        group.sync_weights(self.module.get_state())
+        explore = bool(overrides.get("explore", False))
+        duration = config.evaluation_duration
+        if duration == "auto":
+            duration = 10
+        by_steps = config.evaluation_duration_unit == "timesteps"
+        results = group.sample(num_timesteps=int(duration) if by_steps else None,
+                               num_episodes=None if by_steps else int(duration),
+                               explore=explore)
+        returns = [r for res in results for r in res["episode_returns"]]
+        lens = [n for res in results for n in res["episode_lens"]]
+        steps = sum(res["num_env_steps"] for res in results)
+        return {"env_runners": {
+            "episode_return_mean": float(np.mean(returns)) if returns else math.nan,
+            "episode_return_max": float(np.max(returns)) if returns else math.nan,
+            "episode_return_min": float(np.min(returns)) if returns else math.nan,
+            "episode_len_mean": float(np.mean(lens)) if lens else math.nan,
+            "num_episodes": len(returns), "num_env_steps_sampled": int(steps)}}
+
+    def get_module(self, module_id: str = DEFAULT_MODULE_ID) -> Any:
+        return self.module
+
+    def compute_single_action(self, observation: Any, *, explore: bool = False,
+                              policy_id: str = DEFAULT_MODULE_ID, **_: Any) -> Any:
+        """The module's action for one observation (greedy unless ``explore``)."""
+        actions, _extras = self.module.compute_actions(np.asarray(observation)[None],
+                                                       explore=explore)
+        action = actions[0]
+        if hasattr(self.action_space, "n") and getattr(self.action_space, "shape", ()) == ():
+            return int(action)
+        return action
+
+    def compute_actions(self, observations: Any, *, explore: bool = False,
+                        **_: Any) -> Any:
+        return self.module.compute_actions(np.asarray(observations), explore=explore)[0]
+
+    # --- state, checkpoints ---------------------------------------------------------------
+    def get_state(self) -> dict[str, Any]:
+        return {"rl_module": self.module.get_state(),
+                "learner": None if self.learner is None else self.learner.get_state(),
+                "counters": dict(self.counters), "iteration": self._iteration,
+                "time_total_s": self._time_total, "returns": list(self._returns),
+                "lens": list(self._lens)}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.module.set_state(state["rl_module"])
+        if self.learner is not None and state.get("learner") is not None:
+            self.learner.set_state(state["learner"])
+        self.counters.clear()
+        self.counters.update(state.get("counters", {}))
+        self._iteration = int(state.get("iteration", 0))
+        self._time_total = float(state.get("time_total_s", 0.0))
+        self._returns.clear()
+        self._returns.extend(state.get("returns", []))
+        self._lens.clear()
+        self._lens.extend(state.get("lens", []))
+        self.sync_weights()
+
+    def save_to_path(self, path: str | None = None, **_: Any) -> str:
+        """Write the algorithm (its class, config and state) into ``path`` (a new temporary
+        directory if None); returns the path."""
+        import tempfile
+
+        import cloudpickle
+
+        path = path or tempfile.mkdtemp(prefix=f"{type(self).__name__}_checkpoint_")
+        os.makedirs(path, exist_ok=True)
+        config = self.config.copy(copy_frozen=False)
+        with open(os.path.join(path, STATE_FILE), "wb") as f:
+            cloudpickle.dump({"class": type(self), "config": config,
+                              "state": self.get_state()}, f)
+        return path
+
+    save = save_to_path
+
+    def restore_from_path(self, path: str, **_: Any) -> None:
+        with open(os.path.join(_checkpoint_path(path), STATE_FILE), "rb") as f:
+            saved = _load(f)
+        self.set_state(saved["state"])
+
+    restore = restore_from_path
+
+    @classmethod
+    def from_checkpoint(cls, path: Any, **_: Any) -> Algorithm:
+        """The algorithm saved at ``path`` (a directory or a ``Checkpoint``), rebuilt."""
+        with open(os.path.join(_checkpoint_path(path), STATE_FILE), "rb") as f:
+            saved = _load(f)
+        algo_class = saved["class"] if cls is Algorithm else cls
+        algo = algo_class(config=saved["config"])
+        algo.set_state(saved["state"])
+        return algo
+
+    def save_checkpoint(self, checkpoint_dir: str) -> dict[str, Any] | None:
+        self.save_to_path(checkpoint_dir)
+        return None
+
+    def load_checkpoint(self, checkpoint: dict[str, Any] | str) -> None:
+        self.restore_from_path(str(checkpoint))
+
+    # --- the end --------------------------------------------------------------------------
+    def stop(self) -> None:
+        """Kill the env runners and remove their placement group (idempotent)."""
+        if getattr(self, "_stopped", True):
+            return
+        self._stopped = True
+        for group in (self.env_runner_group, self.evaluation_env_runner_group):
+            if group is not None:
+                group.stop()
+        self._publish("TERMINATED", "stopped")
+
+    def cleanup(self) -> None:
+        self.stop()
+
+    def __del__(self) -> None:
+        try:
+            if not getattr(self, "_stopped", True) and nbdist.is_initialized():
+                self.stop()
+        except Exception:
+            pass
+
+    def __enter__(self) -> Algorithm:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    # --- the event stream -----------------------------------------------------------------
+    def _runner_restarted(self, index: int, error: BaseException) -> None:
+        self._publish("RUNNING", f"env_runner {index} died ({type(error).__name__}); "
+                                 f"replaced")
+
+    def _publish(self, status: str, note: str, result: dict[str, Any] | None = None) -> None:
+        metrics: tuple[tuple[str, float], ...] = ()
+        if result is not None:
+            runners = result["env_runners"]
+            values = {"episode_return_mean": runners["episode_return_mean"],
+                      "episode_len_mean": runners["episode_len_mean"],
+                      "num_env_steps_sampled_lifetime":
+                          runners["num_env_steps_sampled_lifetime"],
+                      "time_this_iter_s": result["time_this_iter_s"]}
+            metrics = tuple((k, float(v)) for k, v in values.items()
+                            if isinstance(v, (int, float)) and not math.isnan(v))
+        try:
+            nbdist.events.publish(nbdist.events.RunUpdate(
+                time.time(), "rllib", run=self.run_name, member="learner", status=status,
+                iteration=self._iteration, metrics=metrics, note=note))
+        except Exception:  # no event stream on this backend
+            pass
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(env={self.env_name}; env-runners={len(self.env_runner_group.actors)})"
+
+
+def _checkpoint_path(path: Any) -> str:
+    return str(getattr(path, "path", path))
+
+
+def _load(f: Any) -> dict[str, Any]:
+    import pickle
+
+    return pickle.load(f)

@@ -1,0 +1,184 @@
+"""``EnvRunnerGroup``: an algorithm's env runners, as actors in one placement group.
+
+    driver (Algorithm)                          placement group: one bundle per runner
+      sync_weights(state) -> nbdist.put(state) ──ref──> runner 1 ... runner N (actors)
+      sample(n)           -> runner.sample.remote(ref, num_timesteps=n/N) ...
+                          <- episodes + metrics (finished episodes' returns and lengths)
+
+``num_env_runners=0``: one runner lives in the driver (no actor, no placement group). The
+module's weights are put in the object store once per change and the same reference goes to
+every runner. A runner whose actor died (its process killed, its node lost) is replaced by a new
+actor in the same bundle, given the current weights, and asked again: the iteration goes on
+(``restart_failed_env_runners``, up to ``max_num_env_runner_restarts``). An error raised by the
+env itself is not a death: it reaches the caller with the env's traceback.
+
+Each runner's calls carry nbdist's library mark (``library_call=("rllib", <algorithm>,
+"env_runner N", role)``): its ``sample`` calls are the runner's work, the rest is plumbing the
+views fold away.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import nbdist
+from nbdist.rllib.env.env_runner import SingleAgentEnvRunner
+
+
+class EnvRunnerGroup:
+    def __init__(self, *, config: Any, env_creator: Any, env_name: str, module_spec: Any,
+                 run_name: str, num_env_runners: int | None = None,
+                 module_state: dict[str, Any] | None = None, on_restart: Any = None,
+                 local: bool | None = None) -> None:
+        self.config = config
+        self.run_name = run_name
+        self.num_env_runners = int(config.num_env_runners if num_env_runners is None
+                                   else num_env_runners)
+        self._on_restart = on_restart
+        self._kwargs = {"env_creator": env_creator, "env_name": env_name,
+                        "env_config": dict(config.env_config or {}),
+                        "num_envs": int(config.num_envs_per_env_runner),
+                        "module_spec": module_spec, "num_workers": self.num_env_runners,
+                        "seed": config.seed,
+                        "clip_actions": bool(config.clip_actions or config.normalize_actions)}
+        self.num_restarts = 0
+        self._state_ref: Any = None
+        self._state: dict[str, Any] | None = module_state
+        self.local_env_runner: SingleAgentEnvRunner | None = None
+        self.actors: list[Any] = []
+        self.placement_group: Any = None
+        if self.num_env_runners == 0 or local:
+            self.local_env_runner = SingleAgentEnvRunner(worker_index=0,
+                                                         module_state=module_state,
+                                                         **self._kwargs)
+        if self.num_env_runners > 0:
+            self._start_actors()
+
+    # --- actors ---------------------------------------------------------------------------
+    def _mark(self, index: int, role: str = "control") -> tuple[str, str, str, str]:
+        return ("rllib", self.run_name, f"env_runner {index}", role)
+
+    def _start_actors(self) -> None:
+        from nbdist.util.placement_group import placement_group
+
+        cpus = float(self.config.num_cpus_per_env_runner)
+        bundles = [{"CPU": cpus} for _ in range(self.num_env_runners)]
+        with nbdist.events.library_call("rllib", self.run_name):
+            self.placement_group = placement_group(bundles, strategy="PACK")
+            timeout = self.config.sample_timeout_s or 60.0
+            if not self.placement_group.wait(max(30.0, float(timeout))):
+                self.stop()
+                raise RuntimeError(
+                    f"the {self.num_env_runners} env runners of {self.run_name} need "
+                    f"{self.num_env_runners} x {cpus} CPU, which the cluster cannot place "
+                    f"({nbdist.available_resources().get('CPU', 0)} CPU free): lower "
+                    "num_env_runners or num_cpus_per_env_runner")
+        self.actors = [self._make_actor(i) for i in range(1, self.num_env_runners + 1)]
+        nbdist.get([a.ping.options(library_call=self._mark(i + 1)).remote()
+                    for i, a in enumerate(self.actors)])
+
+    def _make_actor(self, index: int) -> Any:
+        from nbdist.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        cls = nbdist.remote(SingleAgentEnvRunner)
+        strategy = PlacementGroupSchedulingStrategy(self.placement_group,
+                                                    placement_group_bundle_index=index - 1)
+        return cls.options(num_cpus=float(self.config.num_cpus_per_env_runner),
+                           scheduling_strategy=strategy, max_concurrency=1,
+                           name=None, library_call=self._mark(index)).remote(
+            worker_index=index, module_state=self._state, **self._kwargs)
+
+    def _replace(self, index: int, error: BaseException) -> Any:
+        if not self.config.restart_failed_env_runners or \
+                self.num_restarts >= int(self.config.max_num_env_runner_restarts):
+            raise error
+        self.num_restarts += 1
+        try:
+            nbdist.kill(self.actors[index - 1])
+        except Exception:
+            pass
+        self.actors[index - 1] = self._make_actor(index)
+        if self._on_restart is not None:
+            self._on_restart(index, error)
+        return self.actors[index - 1]
+
+    # --- weights and sampling -------------------------------------------------------------
+    def sync_weights(self, state: dict[str, Any]) -> None:
+        """Send the module's state to every runner (put once; each runner gets the ref with
+        its next ``sample``)."""
+        self._state = state
+        self._state_ref = None
+        if self.local_env_runner is not None:
+            self.local_env_runner.set_state(state)
+        if self.actors:
+            with nbdist.events.library_call("rllib", self.run_name):
+                self._state_ref = nbdist.put(state)
+
+    def sample(self, *, num_timesteps: int | None = None, num_episodes: int | None = None,
+               explore: bool = True, random_actions: bool = False) -> list[dict[str, Any]]:
+        """Sample from every runner (the local one if there are no actors); one result dict
+        per runner (see ``SingleAgentEnvRunner.sample``)."""
+        kwargs: dict[str, Any] = {"explore": explore, "random_actions": random_actions}
+        if not self.actors:
+            assert self.local_env_runner is not None
+            return [self.local_env_runner.sample(num_timesteps=num_timesteps,
+                                                 num_episodes=num_episodes, **kwargs)]
+        n = len(self.actors)
+        per = {"num_timesteps": None if num_timesteps is None else -(-int(num_timesteps) // n),
+               "num_episodes": None if num_episodes is None else -(-int(num_episodes) // n)}
+        refs = {i: self._submit(i, per, kwargs) for i in range(1, n + 1)}
+        results: dict[int, dict[str, Any]] = {}
+        attempts = 0
+        while refs:
+            for i, ref in list(refs.items()):
+                try:
+                    results[i] = nbdist.get(ref, timeout=self.config.sample_timeout_s)
+                    del refs[i]
+                except nbdist.exceptions.GetTimeoutError:
+                    raise
+                except (nbdist.exceptions.ActorError, nbdist.exceptions.WorkerCrashedError,
+                        nbdist.exceptions.ObjectLostError) as error:
+                    attempts += 1
+                    self._replace(i, error)
+                    refs[i] = self._submit(i, per, kwargs)
+        return [results[i] for i in sorted(results)]
+
+    def _submit(self, index: int, per: dict[str, Any], kwargs: dict[str, Any]) -> Any:
+        state = self._state_ref if self._state_ref is not None else self._state
+        actor = self.actors[index - 1]
+        return actor.sample.options(library_call=self._mark(index, "work")).remote(
+            state, **per, **kwargs)
+
+    def foreach_env_runner(self, fn: Any, local_env_runner: bool = True) -> list[Any]:
+        """``fn(runner)`` on every runner (the driver's too, first, if there is one)."""
+        out = [fn(self.local_env_runner)] if local_env_runner and \
+            self.local_env_runner is not None else []
+
+        refs = [a.apply.options(library_call=self._mark(i + 1)).remote(fn)
+                for i, a in enumerate(self.actors)]
+        return out + nbdist.get(refs) if refs else out
+
+    def num_healthy_remote_workers(self) -> int:
+        return len(self.actors)
+
+    def healthy_env_runner_ids(self) -> list[int]:
+        return list(range(1, len(self.actors) + 1))
+
+    def stop(self) -> None:
+        from nbdist.util.placement_group import remove_placement_group
+
+        for actor in self.actors:
+            try:
+                nbdist.kill(actor)
+            except Exception:
+                pass
+        self.actors = []
+        if self.local_env_runner is not None:
+            self.local_env_runner.stop()
+        if self.placement_group is not None:
+            try:
+                remove_placement_group(self.placement_group)
+            except Exception:
+                pass
+            self.placement_group = None
+
