@@ -35,7 +35,7 @@ Keys = list[tuple[str, str]]  # (column, "ascending" | "descending")
 
 
 def _sample_keys(block: pa.Table, key: str, k: int) -> np.ndarray:
-    col = B.column_numpy(block.column(key))
+    col = B.column_numpy(pc.drop_null(block.column(key)))  # nulls are placed, not sampled
     if len(col) <= k:
         return col
     return col[np.linspace(0, len(col) - 1, k).astype(int)]
@@ -43,9 +43,24 @@ def _sample_keys(block: pa.Table, key: str, k: int) -> np.ndarray:
 
 def _range_split(block: pa.Table, key: str, bounds: Any, descending: bool) -> tuple[Any, ...]:
     n = len(bounds) + 1
-    idx = np.searchsorted(bounds, B.column_numpy(block.column(key)), side="right")
-    if descending:
-        idx = n - 1 - idx
+    column = block.column(key)
+    idx = np.zeros(block.num_rows, dtype=np.int64)
+    if n > 1:
+        # Rows whose key is null (or NaN) go last, ascending or descending, as Ray Data and
+        # Arrow's sort place them: all in the last range.
+        missing = None
+        if column.null_count or pa.types.is_floating(column.type):
+            missing = pc.is_null(column, nan_is_null=True).to_numpy(zero_copy_only=False)
+            if not missing.any():
+                missing = None
+        if missing is not None:
+            column = pc.fill_null(column, pa.scalar(bounds[0].item() if hasattr(bounds[0], "item")
+                                                    else bounds[0], column.type))
+        idx = np.searchsorted(bounds, B.column_numpy(column), side="right")
+        if descending:
+            idx = n - 1 - idx
+        if missing is not None:
+            idx[missing] = n - 1
     parts = tuple(block.filter(pa.array(idx == i)) for i in range(n))
     return parts if n > 1 else parts[0]
 

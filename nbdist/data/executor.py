@@ -47,10 +47,50 @@ _ACTOR_RESTARTS = 3
 _names = itertools.count(1)
 
 
-def _run_block(item: Any, chain: list[Transform]) -> tuple[pa.Table, B.BlockMeta]:
-    block = item() if isinstance(item, ReadTask) else item
-    out = apply_chain(block, chain, instantiate(chain))
+def _input(items: tuple[Any, ...]) -> pa.Table:
+    """The block a task works on: its input block, or its bundle of blocks as one."""
+    blocks = [i() if isinstance(i, ReadTask) else i for i in items]
+    return blocks[0] if len(blocks) == 1 else B.concat(blocks)
+
+
+def _run_block(chain: list[Transform], index: int,
+               *items: Any) -> tuple[pa.Table, B.BlockMeta]:
+    out = apply_chain(_input(items), chain, instantiate(chain), index)
     return out, B.meta_of(out)
+
+
+def bundle_rows(chain: list[Transform]) -> int | None:
+    """The rows a task of this chain should get at least: the largest ``batch_size`` of its
+    ``map_batches`` (as Ray Data bundles small blocks so that batches have that size), or
+    None (one block a task)."""
+    sizes = [t.options.get("batch_size") or 0 for t in chain if t.kind == "map_batches"]
+    return max(sizes, default=0) or None
+
+
+def bundles(inputs: Iterator[Item], min_rows: int | None) -> Iterator[list[Item]]:
+    """Consecutive inputs grouped until a group holds ``min_rows`` rows (inputs whose rows
+    are unknown before they run, such as most reads, go alone); order is kept."""
+    if min_rows is None:
+        for item in inputs:
+            yield [item]
+        return
+    group: list[Item] = []
+    rows = 0
+    for item in inputs:
+        n = item.meta.num_rows if isinstance(item, BlockRef) else item.rows
+        if n is None:
+            if group:
+                yield group
+                group, rows = [], 0
+            yield [item]
+            continue
+        group.append(item)
+        rows += n
+        if rows >= min_rows:
+            yield group
+            group, rows = [], 0
+    if group:
+        yield group
 
 
 def _slice(block: pa.Table, start: int, length: int) -> tuple[pa.Table, B.BlockMeta]:
@@ -65,9 +105,8 @@ class MapWorker:
         self.chain = chain
         self.fns = instantiate(chain)
 
-    def run(self, item: Any) -> tuple[pa.Table, B.BlockMeta]:
-        block = item() if isinstance(item, ReadTask) else item
-        out = apply_chain(block, self.chain, self.fns)
+    def run(self, index: int, *items: Any) -> tuple[pa.Table, B.BlockMeta]:
+        out = apply_chain(_input(items), self.chain, self.fns, index)
         return out, B.meta_of(out)
 
 
@@ -161,16 +200,17 @@ def task_stage(inputs: Iterator[Item], chain: list[Transform], label: str, exe: 
                stats: OpStats, remote_args: dict[str, Any]) -> Iterator[BlockRef]:
     inflight: deque[tuple[Any, Any]] = deque()
     limit = exe.max_in_flight
-    for item in inputs:
+    for index, group in enumerate(bundles(inputs, bundle_rows(chain))):
+        item = group[0]
         if not chain and isinstance(item, BlockRef):
             while inflight:
                 yield _resolve(*inflight.popleft(), stats)
             stats.done(item.meta)
             yield item
             continue
-        arg = item.ref if isinstance(item, BlockRef) else item
+        args = [i.ref if isinstance(i, BlockRef) else i for i in group]
         stats.submitted()
-        inflight.append(exe.block(_run_block, arg, chain, op=label, **remote_args))
+        inflight.append(exe.block(_run_block, chain, index, *args, op=label, **remote_args))
         while len(inflight) >= limit:
             yield _resolve(*inflight.popleft(), stats)
     while inflight:
@@ -201,17 +241,17 @@ def actor_stage(inputs: Iterator[Item], chain: list[Transform], op: MapOp, label
     load = [0] * len(actors)
     inflight: deque[list[Any]] = deque()
 
-    def submit(item: Item, idx: int) -> list[Any]:
-        arg = item.ref if isinstance(item, BlockRef) else item
+    def submit(group: list[Item], index: int, idx: int) -> list[Any]:
+        args = [i.ref if isinstance(i, BlockRef) else i for i in group]
         with exe.mark(label):
-            ref, meta = actors[idx].run.options(num_returns=2).remote(arg)
+            ref, meta = actors[idx].run.options(num_returns=2).remote(index, *args)
         load[idx] += 1
-        return [item, idx, ref, meta, 0]
+        return [group, index, idx, ref, meta, 0]
 
     def pop() -> BlockRef:
         entry = inflight.popleft()
         while True:
-            item, idx, ref, meta_ref, tries = entry
+            group, index, idx, ref, meta_ref, tries = entry
             try:
                 out = _resolve(ref, meta_ref, stats)
                 load[idx] -= 1
@@ -223,15 +263,15 @@ def actor_stage(inputs: Iterator[Item], chain: list[Transform], op: MapOp, label
                 with exe.mark(label, "control"):
                     actors[idx] = cls.remote(chain)
                 load[idx] -= 1
-                entry = submit(item, idx)
-                entry[4] = tries + 1
+                entry = submit(group, index, idx)
+                entry[5] = tries + 1
 
     try:
-        for item in inputs:
+        for index, group in enumerate(bundles(inputs, bundle_rows(chain))):
             while min(load) >= per_actor:
                 yield pop()
             stats.submitted()
-            inflight.append(submit(item, load.index(min(load))))
+            inflight.append(submit(group, index, load.index(min(load))))
         while inflight:
             yield pop()
     finally:

@@ -131,7 +131,9 @@ def prepare_write(fmt: str, path: str, filesystem: Any, kwargs: dict[str, Any]) 
 def write_block(block: pa.Table, opts: dict[str, Any]) -> str:
     """Write one block as one file under the write's root; its path."""
     fmt, fs = opts["format"], opts["fs"]
-    name = f"{opts['write_id']}_{uuid.uuid4().hex[:8]}.{fmt}"
+    # Named by the write and the block's place: listing the folder (sorted) reads the blocks
+    # back in the order they were written, and a retried task writes the same file again.
+    name = f"{opts['write_id']}_{opts.get('block_index', 0):06d}.{fmt}"
     path = f"{opts['root'].rstrip('/')}/{name}"
     if fmt == "parquet":
         import pyarrow.parquet as pq

@@ -60,9 +60,12 @@ def instantiate(chain: list[Transform]) -> list[Any]:
     return out
 
 
-def apply_chain(block: pa.Table, chain: list[Transform], fns: list[Any]) -> pa.Table:
+def apply_chain(block: pa.Table, chain: list[Transform], fns: list[Any],
+                index: int = 0) -> pa.Table:
+    """``index``: the block's place in its stage's output (a write names its file by it)."""
     for t, fn in zip(chain, fns, strict=False):
-        block = _KINDS[t.kind](block, fn, t.options)
+        opts = {**t.options, "block_index": index} if t.kind == "write" else t.options
+        block = _KINDS[t.kind](block, fn, opts)
     return block
 
 

@@ -1,0 +1,90 @@
+"""Where nbdist.data follows Ray Data 2.60 on details users meet: map_batches' batch_size
+bundles small blocks (on tasks and on an actor pool), sort and groupby with null keys and
+with several keys, against pandas computing the same thing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from nbdist import data as rd
+
+pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("cluster")]
+
+
+def _sizes(batch: dict) -> dict:
+    return {"n": np.array([len(batch["id"])]), "first": batch["id"][:1]}
+
+
+class _Sizes:
+    def __call__(self, batch: dict) -> dict:
+        return _sizes(batch)
+
+
+def test_map_batches_bundles_small_blocks_up_to_batch_size() -> None:
+    # 20 blocks of 5 rows; batch_size 16: each task gets 4 blocks (20 rows), cut as 16 + 4.
+    ds = rd.range(100, override_num_blocks=20)
+    for out in (ds.map_batches(_sizes, batch_size=16),
+                ds.map_batches(_Sizes, batch_size=16, concurrency=2)):
+        rows = out.take_all()
+        assert [r["n"] for r in rows] == [16, 4] * 5
+        assert [r["first"] for r in rows] == [x for b in range(5) for x in (20 * b, 20 * b + 16)]
+    # Without batch_size, one call per block, as before.
+    assert [r["n"] for r in ds.map_batches(_sizes).take_all()] == [5] * 20
+    # The rows are all there, in order, once.
+    assert ds.map_batches(lambda b: b, batch_size=7).to_pandas()["id"].tolist() == list(range(100))
+
+
+def _frame() -> pd.DataFrame:
+    rng = np.random.default_rng(3)
+    n = 300
+    return pd.DataFrame({
+        "k": pd.Series(rng.integers(0, 6, n), dtype="Int64").where(rng.random(n) > 0.2, None),
+        "s": pd.Series(rng.choice(["a", "b", "c"], n), dtype=object).where(
+            rng.random(n) > 0.1, None),
+        "f": np.where(rng.random(n) > 0.15, rng.normal(size=n), np.nan),
+        "v": np.arange(n),
+    })
+
+
+@pytest.mark.parametrize("key", ["k", "s", "f"])
+@pytest.mark.parametrize("descending", [False, True])
+def test_sort_places_null_keys_last_as_pandas_does(key: str, descending: bool) -> None:
+    df = _frame()
+    ds = rd.from_pandas([df.iloc[i:i + 50] for i in range(0, len(df), 50)])
+    got = ds.sort(key, descending=descending).to_pandas()
+    want = df.sort_values(key, ascending=not descending, na_position="last", kind="stable")
+    assert got[key].isna().tolist() == want[key].isna().tolist()
+    assert got[key].dropna().tolist() == want[key].dropna().tolist()
+    assert sorted(got["v"]) == list(range(len(df)))
+
+
+def test_sort_by_several_keys_with_per_key_direction() -> None:
+    df = _frame().dropna(subset=["k", "s"])
+    ds = rd.from_pandas([df.iloc[i:i + 40] for i in range(0, len(df), 40)])
+    got = ds.sort(["s", "k", "v"], descending=[False, True, False]).to_pandas()
+    want = df.sort_values(["s", "k", "v"], ascending=[True, False, True])
+    assert got["v"].tolist() == want["v"].tolist()
+
+
+def test_groupby_counts_a_null_key_as_its_own_group() -> None:
+    df = _frame()
+    ds = rd.from_pandas([df.iloc[i:i + 60] for i in range(0, len(df), 60)])
+    got = ds.groupby("s").count().to_pandas()
+    want = df.groupby("s", dropna=False).size()
+    assert {(None if pd.isna(k) else k): v for k, v in zip(got["s"], got["count()"],
+                                                          strict=True)} == {
+        (None if pd.isna(k) else k): v for k, v in want.items()}
+    sums = ds.groupby(["s", "k"]).sum("v").to_pandas().dropna()
+    want2 = df.dropna(subset=["s", "k"]).groupby(["s", "k"])["v"].sum()
+    assert {(r.s, int(r.k)): r._3 for r in sums.itertuples()} == dict(want2.items())
+
+
+def test_a_written_folder_reads_back_in_the_order_written(tmp_path) -> None:
+    ds = rd.range(120, override_num_blocks=12).map_batches(lambda b: {"id": b["id"][::-1]})
+    ds.write_parquet(str(tmp_path / "pq"))
+    ds.write_csv(str(tmp_path / "csv"))
+    want = ds.to_pandas()["id"].tolist()
+    assert rd.read_parquet(str(tmp_path / "pq")).to_pandas()["id"].tolist() == want
+    assert rd.read_csv(str(tmp_path / "csv")).to_pandas()["id"].tolist() == want
