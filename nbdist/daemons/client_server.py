@@ -34,11 +34,13 @@ import argparse
 import contextlib
 import json
 import logging
+import mmap
 import os
 import pickle
 import select
 import signal
 import socket
+import struct
 import sys
 import threading
 import time
@@ -72,8 +74,9 @@ class Relay:
         self.outbox = R.Outbox()
         self.inbox = R.Inbox()
         self.pulls: set[int] = set()  # ids whose bytes the driver asked for
-        self.node = transport.Connection(node_sock, self._from_node, self._node_closed,
-                                         name="nbdist-relay-node")
+        self.node = _NodeLink(node_sock, self._from_node, self._node_closed,
+                              name="nbdist-relay-node")
+        self._into: tuple[bytes, memoryview] | None = None  # (frame head, room left in it)
         self.node.send([(P.HELLO, P.PROTOCOL_VERSION, P.KIND_DRIVER, os.getpid(), {})])
         frames = self.node.recv_blocking()
         welcome = frames[0][0]
@@ -120,17 +123,21 @@ class Relay:
             self._reader.start()
 
     def _read_driver(self, sock: socket.socket) -> None:
-        reader = FrameReader(DEFAULT_MAX_FRAME)
+        reader = FrameReader(DEFAULT_MAX_FRAME, lambda n: self._room(reader, n))
         buf = bytearray(1 << 20)
+        recv_into = sock.recv_into
         try:
             while not self.ended:
-                target = reader.direct()  # the rest of a large frame: straight into place
-                n = sock.recv_into(buf if target is None else target)
-                if not n:
-                    break
-                self.inbox.bytes_in(n)
-                frames = reader.feed(memoryview(buf)[:n]) if target is None else (
-                    reader.received(n))
+                target = reader.direct()
+                if target is not None:  # the rest of a large frame: straight into place
+                    frames = reader.received(_recv_all(recv_into, target))
+                    self.inbox.bytes_in(target.nbytes)
+                else:
+                    n = recv_into(buf)
+                    if not n:
+                        break
+                    self.inbox.bytes_in(n)
+                    frames = reader.feed(memoryview(buf)[:n])
                 for msgs in frames:
                     self._from_driver(msgs)
         except (OSError, TransportError) as exc:
@@ -171,8 +178,44 @@ class Relay:
             except OSError:
                 self.end("lost the node")
 
+    def _room(self, reader: FrameReader, n: int) -> memoryview:
+        """Where a buffer of a large frame from the driver is received: a ``THIN_DATA`` for a
+        range of the arena goes straight into that range (no copy after TLS's), the rest
+        into memory of their own. Called for each buffer in turn, once the frame's header
+        and pickle (``reader.big_head``) are in."""
+        into = self._into
+        if into is None or into[0] is not reader.big_head:  # the frame's first buffer
+            into = self._into = (reader.big_head, self._thin_data_range(reader.big_head))
+        target = into[1]
+        if not target.nbytes:
+            return memoryview(mmap.mmap(-1, max(n, 1)))[:n]
+        self._into = (into[0], target[n:])  # the buffers add up to the range: checked
+        return target[:n]
+
+    def _thin_data_range(self, head: bytes) -> memoryview:
+        if self.arena is None:
+            return memoryview(b"")
+        try:
+            plen, nbuf = struct.unpack_from("!II", head, 0)
+            lengths = struct.unpack_from(f"!{nbuf}Q", head, 8)
+            pickled = memoryview(head)[8 + 8 * nbuf : 8 + 8 * nbuf + plen]
+            (op, oid, offset, _, size), = pickle.loads(pickled, buffers=[b""] * nbuf)
+        except Exception:  # not a lone THIN_DATA: decoded as usual once it is all in
+            return memoryview(b"")
+        if (op != R.THIN_DATA or offset < 0 or sum(lengths) != size or size <= 0
+                or offset + size > self.arena.view.nbytes):
+            return memoryview(b"")
+        self._in_place = oid
+        _prefault(self.arena.mm, offset, size, _MADV_POPULATE_WRITE)
+        return self.arena.view[offset : offset + size]
+
+    _in_place = -1  # the THIN_DATA whose bytes were received into its range
+
     def _write(self, msg: tuple) -> None:
         _, oid, offset, parts, size = msg
+        if oid == self._in_place:
+            self._in_place = -1
+            return
         if offset >= 0 and self.arena is not None:
             self.arena.write(offset, parts, size)
         else:
@@ -228,6 +271,8 @@ class Relay:
         offset = P.loc_offset(loc)
         if offset >= 0 and self.arena is not None:
             later.append(offset)
+            if size >= _PREFAULT_MIN:
+                _prefault(self.arena.mm, offset, size, _MADV_POPULATE_READ)
             return (oid, pickle.PickleBuffer(self.arena.read(offset, size)), size)
         try:
             view = store.map_readonly(os.path.join(self.shm_dir, P.shm_name(self.node_pid, oid)))
@@ -369,6 +414,58 @@ class ClientServer:
             self.sessions[key] = relay
         log.info("nbdist client server: driver %x attached", relay.client_no)
         return relay
+
+
+_MADV_POPULATE_READ = 22  # Linux 5.14+: map a range's pages in one call, not a fault per page
+_MADV_POPULATE_WRITE = 23
+_PREFAULT_MIN = 1 << 20
+
+
+def _prefault(mm: mmap.mmap, offset: int, size: int, advice: int) -> None:
+    """Map ``[offset, offset + size)`` of ``mm`` into this process at once (a fault per 4 KiB
+    page costs more than copying it); nothing where the kernel does not know the advice."""
+    start = offset - offset % mmap.PAGESIZE
+    with contextlib.suppress(OSError, ValueError):
+        mm.madvise(advice, start, min(size + offset - start, len(mm) - start))
+
+
+def _recv_all(recv_into: Any, target: memoryview) -> int:
+    """Fill ``target`` from the socket (a TLS socket hands over one record, at most 16 KiB,
+    per call: this loop is the whole per-record cost)."""
+    got, want = 0, target.nbytes
+    while got < want:
+        n = recv_into(target[got:])
+        if not n:
+            raise TransportError("the driver closed the connection")
+        got += n
+    return got
+
+
+class _NodeLink(transport.Connection):
+    """The relay's connection to the node: what one read brings goes to the driver as one
+    frame (`Relay._from_node` is called once per read, not once per frame)."""
+
+    def _read_loop(self) -> None:
+        error: BaseException | None = None
+        try:
+            while not self.closed:
+                data = self._recv()
+                if not data:
+                    break
+                frames = self._reader.feed(data)
+                if len(frames) == 1:
+                    self._on_messages(frames[0])
+                elif frames:
+                    self._on_messages([m for msgs in frames for m in msgs])
+        except OSError as exc:
+            if not self.closed:
+                error = exc
+        except BaseException as exc:
+            log.exception("nbdist client server: the node connection's reader failed")
+            error = exc
+        if not self.closed:
+            self.closed = True
+            self._on_close(error)
 
 
 def _read_frame(sock: socket.socket) -> list[Any]:

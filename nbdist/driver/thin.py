@@ -25,6 +25,7 @@ cluster.
 from __future__ import annotations
 
 import contextlib
+import mmap
 import os
 import pickle
 import socket
@@ -102,6 +103,13 @@ def _read_exact(sock: socket.socket, n: int) -> bytes:
     return bytes(buf)
 
 
+def _populated(n: int) -> memoryview:
+    """Memory for a large value arriving: anonymous pages mapped in one call (MAP_POPULATE),
+    which costs about half of taking a page fault per 4 KiB as the bytes land."""
+    flags = mmap.MAP_PRIVATE | getattr(mmap, "MAP_POPULATE", 0)
+    return memoryview(mmap.mmap(-1, max(n, 1), flags=flags))[:n]
+
+
 class ThinConnection(transport.Connection):
     """A `transport.Connection` that redials and replays instead of closing when its socket
     breaks (see the module docstring); it closes only when the grace period runs out, the
@@ -111,6 +119,7 @@ class ThinConnection(transport.Connection):
                  on_close: Callable[[BaseException | None], None], redial: Dial,
                  grace: float) -> None:
         super().__init__(sock, self._deliver, on_close, name="nbdist-thin-reader")
+        self._reader = FrameReader(DEFAULT_MAX_FRAME, _populated)
         self._handler = on_messages
         self._redial_fn = redial
         self.grace = grace
@@ -166,13 +175,17 @@ class ThinConnection(transport.Connection):
         """The rest of a large frame, straight into its buffer and without a select per TLS
         record (a record is at most 16 KiB); its messages are delivered here."""
         reader = self._reader
+        recv_into = self.sock.recv_into
         done: list[list[Any]] = []
         while (target := reader.direct()) is not None:
-            n = self.sock.recv_into(target)
-            if not n:
-                raise EOFError
-            self.inbox.bytes_in(n)
-            done += reader.received(n)
+            got, want = 0, target.nbytes
+            while got < want:  # one TLS record per call: nothing else per record
+                n = recv_into(target[got:])
+                if not n:
+                    raise EOFError
+                got += n
+            self.inbox.bytes_in(got)
+            done += reader.received(got)
         for msgs in done:
             self._deliver(msgs)
         return memoryview(_NOTHING)
@@ -205,7 +218,7 @@ class ThinConnection(transport.Connection):
     def _take_over(self, sock: socket.socket, got: int) -> None:
         with self._send_lock:
             self.sock = sock
-            self._reader = FrameReader(DEFAULT_MAX_FRAME)
+            self._reader = FrameReader(DEFAULT_MAX_FRAME, _populated)
             self.outbox.ack(got)
             try:
                 for parts in self.outbox.unacked():

@@ -129,12 +129,15 @@ class Inbox:
 
     def frame(self) -> None:
         self.received += 1
-        if self.received - self.acked >= ACK_FRAMES:
+        if self.received - self.acked == ACK_FRAMES:
             self.due.set()
 
     def bytes_in(self, n: int) -> None:
-        self._bytes += n
-        if self._bytes >= ACK_BYTES:
+        """``n`` more bytes arrived (a large frame is counted as it arrives); says once that
+        an acknowledgement is due when they pass `ACK_BYTES`, not at every read."""
+        before = self._bytes
+        self._bytes = before + n
+        if before < ACK_BYTES <= self._bytes:
             self.due.set()
 
     def take_ack(self) -> int | None:
