@@ -109,14 +109,14 @@ def from_torch(dataset: Any, **kwargs: Any) -> MaterializedDataset:
     return from_items([{"item": dataset[i]} for i in builtins.range(len(dataset))])
 
 
-def _reads(name: str, tasks: list[ReadTask]) -> Dataset:
-    return Dataset(Plan(reads_source(name, tasks)))
+def _reads(name: str, tasks: list[ReadTask], project: bool = False) -> Dataset:
+    return Dataset(Plan(reads_source(name, tasks, _io.project_reads if project else None)))
 
 
 def read_parquet(paths: Any, *, filesystem: Any = None, columns: list[str] | None = None,
                  filter: Any = None, partitioning: Any = "hive", **kwargs: Any) -> Dataset:
     return _reads("ReadParquet", _io.read_tabular("parquet", paths, filesystem, columns,
-                                                  filter, partitioning))
+                                                  filter, partitioning), project=True)
 
 
 def read_csv(paths: Any, *, filesystem: Any = None, partitioning: Any = "hive",

@@ -259,39 +259,57 @@ def zip_blocks(blocks: list[BlockRef], other: list[BlockRef],
     return [_resolve(r, m, stats) for r, m in pending]
 
 
-def _partial(block: pa.Table, cols: list[str]) -> dict[str, tuple[float, ...]]:
-    """Per column: count, sum, min, max, mean, M2 (for Chan's parallel variance), by Arrow's
-    kernels (nulls skipped; integer sums stay exact)."""
-    out: dict[str, tuple[float, ...]] = {}
+_STATS = ("count", "sum", "min", "max", "mean", "m2")
+# What each whole-dataset aggregate needs of every block: only those kernels run.
+NEEDS = {"sum": ("count", "sum"), "min": ("count", "min", "max"),
+         "max": ("count", "min", "max"), "mean": ("count", "sum"),
+         "std": ("count", "mean", "m2")}
+
+
+def _partial(block: pa.Table, cols: list[str],
+             need: tuple[str, ...] = _STATS) -> dict[str, dict[str, Any]]:
+    """Per column, the statistics of ``need`` (count, sum, min, max, mean, M2 for Chan's
+    parallel variance) by Arrow's kernels, nulls skipped, integer sums exact; one pass per
+    kernel, so only the kernels ``need`` asks for run."""
+    out: dict[str, dict[str, Any]] = {}
     for c in cols:
         if c not in block.column_names:
             continue
         col = block.column(c)
-        n = pc.count(col).as_py()
-        if n:
+        n = col.length() - col.null_count
+        if not n:
+            continue
+        stats: dict[str, Any] = {"count": n}
+        if "sum" in need:
+            stats["sum"] = pc.sum(col).as_py()
+        if "min" in need or "max" in need:
             bounds = pc.min_max(col)
-            out[c] = (n, pc.sum(col).as_py(), bounds["min"].as_py(), bounds["max"].as_py(),
-                      pc.mean(col).as_py(), pc.variance(col, ddof=0).as_py() * n)
+            stats["min"], stats["max"] = bounds["min"].as_py(), bounds["max"].as_py()
+        if "mean" in need or "m2" in need:
+            stats["mean"] = pc.mean(col).as_py()
+        if "m2" in need:
+            stats["m2"] = pc.variance(col, ddof=0).as_py() * n
+        out[c] = stats
     return out
 
 
 def partial_block(block: pa.Table, fn: Any, opts: dict[str, Any]) -> pa.Table:
     """The partial aggregates of a block as a one-row block (a transform fused at the end of
     the block's task, so the block itself never has to be stored)."""
-    parts = _partial(block, opts["cols"])
+    need = tuple(opts.get("need", _STATS))
+    parts = _partial(block, opts["cols"], need)
     row: dict[str, list[Any]] = {}
     for c in opts["cols"]:
-        for stat, value in zip(_STATS, parts.get(c, (0, None, None, None, None, None)),
-                               strict=True):
-            row[f"{c}|{stat}"] = [value]
+        stats = parts.get(c, {"count": 0})
+        for stat in ("count",) + tuple(s for s in _STATS if s in need and s != "count"):
+            row[f"{c}|{stat}"] = [stats.get(stat)]
     return pa.table(row)
 
 
-_STATS = ("count", "sum", "min", "max", "mean", "m2")
-
-
-def combine_partials(rows: list[dict[str, Any]], cols: list[str]) -> dict[str, dict[str, Any]]:
-    """count/sum/min/max/mean/std (ddof=1) of numeric columns from the blocks' partials."""
+def combine_partials(rows: list[dict[str, Any]], cols: list[str],
+                     ddof: int = 1) -> dict[str, dict[str, Any]]:
+    """count/sum/min/max/mean/std of numeric columns from the blocks' partials (each result
+    only from the statistics the partials hold)."""
     result: dict[str, dict[str, Any]] = {}
     for c in cols:
         n, total, m2, mean = 0, 0, 0.0, 0.0
@@ -301,15 +319,20 @@ def combine_partials(rows: list[dict[str, Any]], cols: list[str]) -> dict[str, d
             nb = row[f"{c}|count"]
             if not nb:
                 continue
-            meanb, m2b = row[f"{c}|mean"], row[f"{c}|m2"]
-            delta = meanb - mean
-            m2 += m2b + delta ** 2 * n * nb / (n + nb)
-            mean += delta * nb / (n + nb)
+            if f"{c}|m2" in row:
+                meanb, m2b = row[f"{c}|mean"], row[f"{c}|m2"]
+                delta = meanb - mean
+                m2 += m2b + delta ** 2 * n * nb / (n + nb)
+                mean += delta * nb / (n + nb)
             n += nb
-            total += row[f"{c}|sum"]
-            lo = row[f"{c}|min"] if lo is None else min(lo, row[f"{c}|min"])
-            hi = row[f"{c}|max"] if hi is None else max(hi, row[f"{c}|max"])
+            if f"{c}|sum" in row:
+                total += row[f"{c}|sum"]
+            if f"{c}|min" in row:
+                lo = row[f"{c}|min"] if lo is None else min(lo, row[f"{c}|min"])
+                hi = row[f"{c}|max"] if hi is None else max(hi, row[f"{c}|max"])
         if n:
-            result[c] = {"count": n, "sum": total, "min": lo, "max": hi, "mean": mean,
-                         "std": float(np.sqrt(m2 / (n - 1))) if n > 1 else 0.0}
+            first = rows[0] if rows else {}
+            result[c] = {"count": n, "sum": total, "min": lo, "max": hi,
+                         "mean": mean if f"{c}|m2" in first else total / n,
+                         "std": float(np.sqrt(m2 / (n - ddof))) if n > ddof else 0.0}
     return result

@@ -259,10 +259,13 @@ class Dataset(DataIterator):
     def num_blocks(self) -> int:
         return len(list(self.iter_internal_ref_bundles()))
 
-    def _aggregate(self, on: str | list[str] | None, what: str) -> Any:
+    def _aggregate(self, on: str | list[str] | None, what: str, ddof: int = 1) -> Any:
         cols = ([on] if isinstance(on, str) else list(on)) if on is not None else self.columns()
-        partials = self._map("partial", A.partial_block, {"cols": cols})
-        result = A.combine_partials(partials.take_all(), cols)
+        partials = Dataset(self._plan.project(cols), self._name)._map(
+            "partial", A.partial_block, {"cols": cols, "need": A.NEEDS[what]})
+        refs = [b.ref for b in partials.iter_internal_ref_bundles()]
+        rows = [row for table in nbdist.get(refs) for row in table.to_pylist()]
+        result = A.combine_partials(rows, cols, ddof)
         values = [result[c][what] if c in result else None for c in cols]
         if isinstance(on, str):
             return values[0]
@@ -281,9 +284,7 @@ class Dataset(DataIterator):
         return self._aggregate(on, "mean")
 
     def std(self, on: Any = None, ddof: int = 1, ignore_nulls: bool = True) -> Any:
-        if ddof != 1:
-            raise NbdistError("std supports ddof=1 (Ray's default) only.")
-        return self._aggregate(on, "std")
+        return self._aggregate(on, "std", ddof)
 
     def unique(self, column: str, **kwargs: Any) -> list[Any]:
         rows = self.groupby(column).count().take_all()

@@ -44,6 +44,7 @@ from .transforms import Transform, apply_chain, instantiate
 
 logger = logging.getLogger(__name__)
 _ACTOR_RESTARTS = 3
+_NO_LIMIT = 1 << 30
 _names = itertools.count(1)
 
 
@@ -199,7 +200,10 @@ class _Group:
 def task_stage(inputs: Iterator[Item], chain: list[Transform], label: str, exe: ExecContext,
                stats: OpStats, remote_args: dict[str, Any]) -> Iterator[BlockRef]:
     inflight: deque[tuple[Any, Any]] = deque()
-    limit = exe.max_in_flight
+    # A chain that ends in a partial aggregate leaves one small row per block: nothing to
+    # hold back, so every block's task is submitted at once (the CPUs still bound how many
+    # run), and no task waits for the driver to take the one before it.
+    limit = _NO_LIMIT if chain and chain[-1].kind == "partial" else exe.max_in_flight
     for index, group in enumerate(bundles(inputs, bundle_rows(chain))):
         item = group[0]
         if not chain and isinstance(item, BlockRef):

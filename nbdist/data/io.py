@@ -79,6 +79,19 @@ def read_tabular(fmt: str, paths: str | list[str], filesystem: Any = None,
     return tasks
 
 
+def project_reads(tasks: list[ReadTask], cols: list[str]) -> list[ReadTask] | None:
+    """Parquet/CSV/JSON read tasks that read only ``cols`` (None when a column is not in the
+    files' schema or outside the columns the read was asked for: nothing to push down)."""
+    out = []
+    for task in tasks:
+        fragment, schema, columns, filter_ = task.args
+        if any(c not in schema.names or (columns is not None and c not in columns)
+               for c in cols):
+            return None
+        out.append(ReadTask(task.fn, (fragment, schema, list(cols), filter_), task.rows))
+    return out
+
+
 def _read_file(kind: str, path: str, fs: Any, opts: dict[str, Any]) -> pa.Table:
     with fs.open_input_file(path) as f:
         data = f.read()

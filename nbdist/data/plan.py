@@ -58,6 +58,9 @@ class Source:
     items: Callable[[ExecContext], Iterator[Item]]
     num_blocks: int | None = None
     num_rows: int | None = None  # when known without executing
+    # The same source reading only some columns (Parquet reads: projection pushdown), if it
+    # can; None if it cannot or the columns are not all there.
+    project: Callable[[list[str]], Source | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -109,6 +112,14 @@ class Plan:
             return self.source.num_rows
         return None
 
+    def project(self, cols: list[str]) -> Plan:
+        """This plan reading only ``cols`` when only those are used and its source can
+        (a whole-dataset aggregate right after a Parquet read reads one column, not all)."""
+        if self.ops or self.source.project is None:
+            return self
+        source = self.source.project(cols)
+        return self if source is None else Plan(source)
+
     def describe(self) -> str:
         return " -> ".join([self.source.name] + [op.name for op in self.ops])
 
@@ -119,8 +130,17 @@ def refs_source(name: str, blocks: list[BlockRef]) -> Source:
                   sum(b.meta.num_rows for b in blocks))
 
 
-def reads_source(name: str, tasks: list[ReadTask]) -> Source:
-    """A source of read tasks (a row count only when every task knows its own)."""
+def reads_source(name: str, tasks: list[ReadTask],
+                 project: Callable[[list[ReadTask], list[str]], list[ReadTask] | None]
+                 | None = None) -> Source:
+    """A source of read tasks (a row count only when every task knows its own);
+    ``project(tasks, cols)``: the tasks reading only ``cols``, or None if they cannot."""
     rows = [t.rows for t in tasks]
     known = None if any(r is None for r in rows) else sum(r or 0 for r in rows)
-    return Source(name, lambda ctx: iter(tasks), len(tasks), known)
+
+    def projected(cols: list[str]) -> Source | None:
+        narrow = project(tasks, cols) if project is not None else None
+        return None if narrow is None else reads_source(name, narrow, project)
+
+    return Source(name, lambda ctx: iter(tasks), len(tasks), known,
+                  projected if project is not None else None)

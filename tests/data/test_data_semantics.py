@@ -88,3 +88,23 @@ def test_a_written_folder_reads_back_in_the_order_written(tmp_path) -> None:
     want = ds.to_pandas()["id"].tolist()
     assert rd.read_parquet(str(tmp_path / "pq")).to_pandas()["id"].tolist() == want
     assert rd.read_csv(str(tmp_path / "csv")).to_pandas()["id"].tolist() == want
+
+
+def test_aggregates_after_a_parquet_read_read_only_their_column(tmp_path) -> None:
+    df = _frame().astype({"k": "float64"}).fillna({"f": 0.5})
+    rd.from_pandas([df.iloc[i:i + 100] for i in range(0, len(df), 100)]).write_parquet(
+        str(tmp_path / "pq"))
+    ds = rd.read_parquet(str(tmp_path / "pq"))
+    tasks = list(ds._plan.project(["f"]).source.items(None))
+    assert len(tasks) == 3 and all(t.args[2] == ["f"] for t in tasks)  # one column read
+    assert ds._plan.project(["nope"]) is ds._plan  # unknown column: the read is unchanged
+    assert ds.sum("f") == pytest.approx(df["f"].sum())
+    assert ds.min("k") == df["k"].min() and ds.max("v") == df["v"].max()
+    assert ds.mean(["f", "v"]) == pytest.approx({"mean(f)": df["f"].mean(),
+                                                 "mean(v)": df["v"].mean()})
+    for ddof in (0, 1, 2):
+        assert ds.std("f", ddof=ddof) == pytest.approx(df["f"].std(ddof=ddof))
+    # After a transform the columns it uses are not known: the whole rows are read.
+    doubled = ds.map_batches(lambda b: {"w": b["v"] * 2})
+    assert doubled._plan.project(["w"]) is doubled._plan
+    assert doubled.sum("w") == 2 * df["v"].sum()
