@@ -83,8 +83,14 @@ class SingleAgentEnvRunner:
         try:
             return fn(*args, **kwargs)
         except Exception as exc:
+            import traceback
+
+            frames = traceback.extract_tb(exc.__traceback__)[1:]  # from the env's call on
+            env_tb = "".join(traceback.format_list(frames))
             raise EnvError(f"the env {self.env_name!r} raised while {what} in env runner "
-                           f"{self.worker_index}: {type(exc).__name__}: {exc}") from exc
+                           f"{self.worker_index}: {type(exc).__name__}: {exc}\n"
+                           f"The env's traceback (most recent call last):\n{env_tb}"
+                           f"{type(exc).__name__}: {exc}") from exc
 
     # --- the actor's methods --------------------------------------------------------------
     def ping(self) -> str:

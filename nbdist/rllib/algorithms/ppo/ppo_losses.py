@@ -61,8 +61,9 @@ def ppo_loss(*, logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Te
     mean_kl = torch.mean(kl) if kl is not None else torch.zeros(())
     if kl is not None and kl_coeff:
         total = total + kl_coeff * mean_kl
-    stats = {"total_loss": float(total.detach()), "policy_loss": float(torch.mean(-surrogate)),
-             "vf_loss": float(torch.mean(vf_loss_clipped)),
-             "vf_loss_unclipped": float(torch.mean(vf_loss)),
-             "entropy": float(torch.mean(entropy)), "mean_kl_loss": float(mean_kl)}
+    with torch.no_grad():
+        stats = {"total_loss": float(total), "policy_loss": float(torch.mean(-surrogate)),
+                 "vf_loss": float(torch.mean(vf_loss_clipped)),
+                 "vf_loss_unclipped": float(torch.mean(vf_loss)),
+                 "entropy": float(torch.mean(entropy)), "mean_kl_loss": float(mean_kl)}
     return total, stats
