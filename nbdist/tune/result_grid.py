@@ -140,7 +140,9 @@ class ResultGrid:
 
 def _score(result: Result, metric: str, mode: str, scope: str) -> float | None:
     if scope == "last" or not result.history:
-        value = (result.metrics or {}).get(metric)
+        value: Any = result.metrics or {}
+        for part in [metric] if metric in value else metric.split("/"):  # nested: "a/b"
+            value = value.get(part) if isinstance(value, dict) else None
         return None if value is None else float(value)
     frame = result.metrics_dataframe
     if frame is None or metric not in frame:
