@@ -81,11 +81,45 @@ def table_html(run: schema.Run, max_rows: int = MAX_TABLE_ROWS) -> str:
             f"<tbody>{''.join(rows)}</tbody></table>{more}")
 
 
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+def lanes_html(run: schema.Run) -> str:
+    """A dataset's execution (library "data") as its operators, one lane each: a bar of the
+    blocks done (dark) and in flight (light), scaled to the busiest operator, then its
+    blocks, rows, bytes and blocks in flight, and its status."""
+    esc = html.escape
+    members = list(run["members"].values())
+    most = max([m["metrics"].get("blocks", 0.0) + m["metrics"].get("in_flight", 0.0)
+                for m in members] + [1.0])
+    rows = []
+    for m in members:
+        x = m["metrics"]
+        blocks, flying = int(x.get("blocks", 0)), int(x.get("in_flight", 0))
+        done, busy = 100 * blocks / most, 100 * flying / most
+        bar = (f"<div style='width:160px;height:10px;background:#eee;display:flex'>"
+               f"<div style='width:{done:.1f}%;background:#1f77b4'></div>"
+               f"<div style='width:{busy:.1f}%;background:#aec7e8'></div></div>")
+        cells = (esc(m["id"]), bar, f"{blocks:,} blocks", f"{int(x.get('rows', 0)):,} rows",
+                 _size(x.get("bytes", 0.0)), f"{flying} in flight", esc(m["status"]))
+        rows.append("<tr data-lane='{}' data-blocks='{}' data-in-flight='{}'>{}</tr>".format(
+            esc(m["id"]), blocks, flying,
+            "".join(f"<td style='padding:0 8px 0 0'>{c}</td>" for c in cells)))
+    return (f"<table class='nbdist-data-lanes' style='font-size:12px'>"
+            f"<tbody>{''.join(rows)}</tbody></table>")
+
+
 def title_html(run: schema.Run) -> str:
     counts: dict[str, int] = {}
     for m in run["members"].values():
         counts[m["status"]] = counts.get(m["status"], 0) + 1
-    kind = {"train": "workers", "data": "operators"}.get(run["library"], "trials")
+    kind = {"train": "workers", "data": "operators", "rllib": "members"}.get(run["library"],
+                                                                              "trials")
     states = ", ".join(f"{n} {s.lower()}" for s, n in counts.items())
     return (f"<b>{html.escape(run['library'])} · {html.escape(run['name'])}</b>: "
             f"{len(run['members'])} {kind} ({html.escape(states)})")
@@ -187,7 +221,12 @@ class RunView:
             self.dirty = False
             self.run = self.fold.snapshot().get(self.run_id)
             self.fold.take_delta()
-            if self.run is not None:
+            if self.run is not None and self.run["library"] == "data":
+                # A dataset's run: its operators as lanes, no curves to choose or draw.
+                self.title.value = title_html(self.run)
+                self.table.value = lanes_html(self.run)
+                self.metric.layout.display = "none"
+            elif self.run is not None:
                 self.title.value = title_html(self.run)
                 self.table.value = table_html(self.run)
                 self._set_metrics(tuple(self.run["metrics"]))

@@ -155,7 +155,8 @@ class Algorithm(Trainable):
             config=config, env_creator=self.env_creator, env_name=self.env_name,
             module_spec=self.module_spec, run_name=self.run_name,
             module_state=self.module.get_state(), on_restart=self._runner_restarted)
-        self._publish("RUNNING", "built")
+        self._runner_steps: dict[int, int] = collections.defaultdict(int)
+        self._published = False  # the first record goes out with the first train()
 
     def build_learner(self) -> Any:
         """The algorithm's ``Learner`` (None: ``training_step`` updates ``self.module``)."""
@@ -175,6 +176,7 @@ class Algorithm(Trainable):
         episodes: list[SingleAgentEpisode] = []
         for result in results:
             episodes += result["episodes"]
+            self._runner_steps[int(result.get("worker_index", 0))] += result["num_env_steps"]
             self.record_episodes(result["episode_returns"], result["episode_lens"],
                                  result["num_env_steps"])
             self._iter["sample_time_s"] = max(self._iter["sample_time_s"],
@@ -202,6 +204,8 @@ class Algorithm(Trainable):
         if self._stopped:
             raise RuntimeError(f"{self.run_name} was stopped; build a new algorithm")
         start = time.perf_counter()
+        if not self._published:  # the live view shows in the cell that trains
+            self._publish("RUNNING", "training")
         self._iter = collections.defaultdict(float)
         self._iter_returns = []
         self.extra_results = {}
@@ -396,7 +400,8 @@ class Algorithm(Trainable):
         for group in (self.env_runner_group, self.evaluation_env_runner_group):
             if group is not None:
                 group.stop()
-        self._publish("TERMINATED", "stopped")
+        if self._published:
+            self._publish("TERMINATED", "stopped")
 
     def cleanup(self) -> None:
         self.stop()
@@ -430,10 +435,17 @@ class Algorithm(Trainable):
                       "time_this_iter_s": result["time_this_iter_s"]}
             metrics = tuple((k, float(v)) for k, v in values.items()
                             if isinstance(v, (int, float)) and not math.isnan(v))
+        self._published = True
+        updates = [("learner", metrics, note)]
+        for index, steps in sorted(self._runner_steps.items()):
+            where = "the driver" if index == 0 else "an actor"
+            updates.append((f"env_runner {index}", (("num_env_steps_sampled", float(steps)),),
+                            f"samples in {where}" if result is None else ""))
         try:
-            nbdist.events.publish(nbdist.events.RunUpdate(
-                time.time(), "rllib", run=self.run_name, member="learner", status=status,
-                iteration=self._iteration, metrics=metrics, note=note))
+            for member, values, text in updates:
+                nbdist.events.publish(nbdist.events.RunUpdate(
+                    time.time(), "rllib", run=self.run_name, member=member, status=status,
+                    iteration=self._iteration, metrics=values, note=text))
         except Exception:  # no event stream on this backend
             pass
 
