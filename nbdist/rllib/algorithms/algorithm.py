@@ -436,16 +436,17 @@ class Algorithm(Trainable):
             metrics = tuple((k, float(v)) for k, v in values.items()
                             if isinstance(v, (int, float)) and not math.isnan(v))
         self._published = True
-        updates = [("learner", metrics, note)]
+        updates: list[tuple[str, tuple[tuple[str, float], ...], str]] = [
+            ("learner", metrics, note)]
         for index, steps in sorted(self._runner_steps.items()):
             where = "the driver" if index == 0 else "an actor"
             updates.append((f"env_runner {index}", (("num_env_steps_sampled", float(steps)),),
                             f"samples in {where}" if result is None else ""))
         try:
-            for member, values, text in updates:
+            for member, numbers, text in updates:
                 nbdist.events.publish(nbdist.events.RunUpdate(
                     time.time(), "rllib", run=self.run_name, member=member, status=status,
-                    iteration=self._iteration, metrics=values, note=text))
+                    iteration=self._iteration, metrics=numbers, note=text))
         except Exception:  # no event stream on this backend
             pass
 
