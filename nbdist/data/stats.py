@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -47,15 +47,22 @@ class OpStats:
     bytes: int = 0
     started: float = field(default_factory=time.monotonic)
     finished: float | None = None
+    # Called on every change (the execution's Progress: a stage that drains its input, such
+    # as a sort, shows its upstream operators moving before its own first output).
+    on_change: Callable[[], None] | None = field(default=None, repr=False, compare=False)
 
     def submitted(self) -> None:
         self.submitted_blocks += 1
+        if self.on_change is not None:
+            self.on_change()
 
     def done(self, meta: BlockMeta) -> None:
         self.blocks += 1
         self.rows += meta.num_rows
         self.bytes += meta.size_bytes
         self.finished = time.monotonic()
+        if self.on_change is not None:
+            self.on_change()
 
     @property
     def in_flight(self) -> int:
@@ -82,7 +89,7 @@ class Progress:
         self.interactive = ctx.get_task_id() is None and ctx.get_actor_id() is None
 
     def add(self, name: str) -> OpStats:
-        stats = OpStats(name)
+        stats = OpStats(name, on_change=lambda: self.update(False))
         self.exe.stats.append(stats)
         return stats
 
