@@ -90,6 +90,7 @@ BURST_MAX_S = 1.0  # ... unless the holding began this long ago
 # How often the sender thread reads the application metrics and placement groups: they are
 # not events but state kept in the cluster (an actor, the head), one round trip each.
 APP_STATE_S = 0.5
+NODE_STATE_S = 1.0  # how often the nodes shown up are checked (a node lost is no record)
 MAX_PLACEMENT_GROUPS = 50
 
 
@@ -334,6 +335,7 @@ class Hub:
         # Round trips to the cluster come after the delta, so a busy node does not hold it;
         # what they learn goes into the next one.
         self._describe_nodes()
+        self._check_nodes()
         self._read_app_state()
 
     def _cadence(self) -> float:
@@ -396,6 +398,31 @@ class Hub:
         with self._model_lock:
             self._model.apply(records)
 
+
+    def _check_nodes(self) -> None:
+        """A node lost later (its machine powered off, its network gone) is no record the
+        driver receives: every ``NODE_STATE_S`` the nodes the panel shows up are looked up
+        with ``nbdist.nodes()``, and those the cluster lists as dead go down."""
+        if not nbdist.is_initialized() or (
+                self._monotonic() - self._nodes_read_at < NODE_STATE_S):
+            return
+        self._nodes_read_at = self._monotonic()
+        with self._model_lock:
+            shown = self._model.nodes_up()
+        if not shown:
+            return
+        try:
+            listed = nbdist.nodes()
+        except Exception:  # the cluster may be going away; the next read tries again
+            log.debug("nbdist.nodes() failed", exc_info=True)
+            return
+        records = [events.NodeDown(self._clock(), n["NodeID"], "the cluster lists it as dead")
+                   for n in listed if n["NodeID"] in shown and not n["Alive"]]
+        if records:
+            with self._model_lock:
+                self._model.apply(records)
+
+    _nodes_read_at = float("-inf")
 
     def _read_app_state(self) -> None:
         if not nbdist.is_initialized() or (

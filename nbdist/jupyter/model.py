@@ -365,6 +365,9 @@ class Model:
             node.state, node.running, node.workers = "down", 0, 0
             self._dirty.nodes.add(node.id)
 
+    def nodes_up(self) -> set[str]:
+        return {n.id for n in self._nodes.values() if n.state == "up"}
+
     def nodes_without_info(self) -> list[str]:
         """Nodes learnt only from task or worker records (no NodeUp yet: no resources)."""
         return [n.id for n in self._nodes.values() if n.address is None]
