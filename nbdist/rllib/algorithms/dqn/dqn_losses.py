@@ -1,5 +1,5 @@
 """DQN's pure functions of tensors: dueling aggregation, the TD target (with double Q and
-n-step discounts), the TD loss, and the epsilon schedule. No modules, no processes."""
+n-step discounts), the TD loss, the epsilon schedule and the target networks' update. No modules, no processes."""
 
 from __future__ import annotations
 
@@ -64,3 +64,10 @@ def piecewise_schedule(schedule: float | Sequence[Sequence[float]], t: int) -> f
         if t <= s1:
             return v0 + (v1 - v0) * (t - s0) / (s1 - s0) if s1 > s0 else v1
     return points[-1][1]
+
+
+@torch.no_grad()
+def polyak_update(target: torch.nn.Module, source: torch.nn.Module, tau: float) -> None:
+    """``target <- tau * source + (1 - tau) * target``, parameter by parameter."""
+    for t, s in zip(target.parameters(), source.parameters(), strict=True):
+        t.mul_(1.0 - tau).add_(s, alpha=tau)

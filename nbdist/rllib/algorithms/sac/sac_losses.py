@@ -1,6 +1,6 @@
 """SAC's pure functions of tensors (Haarnoja et al. 2018): the tanh-squashed Gaussian policy's
 sample and log-probability, the soft Q target, the actor, critic and temperature losses, and the
-Polyak update of the target critics. No modules' state, no processes."""
+Polyak update of the target critics (DQN's, re-exported). No modules' state, no processes."""
 
 from __future__ import annotations
 
@@ -8,6 +8,11 @@ import math
 
 import torch
 import torch.nn.functional as F
+
+from nbdist.rllib.algorithms.dqn.dqn_losses import polyak_update
+
+__all__ = ["actor_loss", "alpha_loss", "critic_loss", "polyak_update", "soft_q_target",
+           "squashed_log_prob", "squashed_sample"]
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
 
@@ -65,10 +70,3 @@ def alpha_loss(log_alpha: torch.Tensor, log_prob: torch.Tensor,
     """``-mean(log_alpha (log pi + target_entropy))``: alpha grows while the policy's entropy
     is below the target and shrinks above it."""
     return -(log_alpha * (log_prob.detach() + target_entropy)).mean()
-
-
-@torch.no_grad()
-def polyak_update(target: torch.nn.Module, source: torch.nn.Module, tau: float) -> None:
-    """``target <- tau * source + (1 - tau) * target``, parameter by parameter."""
-    for t, s in zip(target.parameters(), source.parameters(), strict=True):
-        t.mul_(1.0 - tau).add_(s, alpha=tau)
