@@ -56,6 +56,8 @@ class SingleAgentEnvRunner:
         import torch
 
         torch.set_num_threads(1)
+        if seed is not None:  # each runner's own stream of sampled actions
+            torch.manual_seed(int(seed) + 1000 * worker_index)
         self.env_name = env_name or getattr(env_creator, "__name__", "env")
         self.worker_index = worker_index
         self.clip_actions = clip_actions
