@@ -3,7 +3,9 @@
 Each (system, scenario group) runs in a fresh interpreter (``--child``), the engine started
 once there with 2 CPUs; the figure is the wall time of the scenario after the engine is up
 (start-up reported on its own line; a small write and read first warms the worker processes
-up on both engines). Scenarios, sized by ``--rows`` and ``--mb``:
+up on both engines). The scan and the Parquet read, short enough to be at the mercy of a
+loaded machine, are run ``--repeat`` times on every system and the best time is kept.
+Scenarios, sized by ``--rows`` and ``--mb``:
 
     map_sum        range(rows).map_batches(add one).sum("id")
     parquet_write  a folder of Parquet files, ``mb`` MB of float64 columns
@@ -11,7 +13,8 @@ up on both engines). Scenarios, sized by ``--rows`` and ``--mb``:
     actor_pool     map_batches(callable class, concurrency=2) over range(rows)
     shuffle        random_shuffle of ``mb`` MB read from Parquet, then a column summed
 
-Usage: ``python benchmarks/data_bench.py [--rows N] [--mb M] [--systems nbdist,ray,pyarrow]``;
+Usage: ``python benchmarks/data_bench.py [--rows N] [--mb M] [--repeat R]
+[--systems nbdist,ray,pyarrow]``;
 prints a Markdown table (seconds, lower is better) and the ratios.
 """
 
@@ -56,36 +59,43 @@ def _frame_rows(mb: int) -> int:
     return mb * 1024 * 1024 // 32  # four float64 columns
 
 
-def run_engine(system: str, rows: int, mb: int, folder: str) -> dict[str, float]:
+def _best(fn: Any, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def run_engine(system: str, rows: int, mb: int, folder: str, repeat: int) -> dict[str, float]:
     import numpy as np
 
     engine, data, startup = _engine(system)
     out = {"startup": startup}
 
-    def timed(name: str, fn: Any) -> None:
-        t0 = time.perf_counter()
-        fn()
-        out[name] = time.perf_counter() - t0
+    def timed(name: str, fn: Any, times: int = 1) -> None:
+        out[name] = _best(fn, times)
 
     warm = os.path.join(folder, "warm")  # worker processes started and imports done
     data.range(1000, override_num_blocks=4).map_batches(lambda b: b).write_parquet(warm)
     data.read_parquet(warm).sum("id")
     timed("map_sum", lambda: data.range(rows).map_batches(
-        lambda b: {"id": b["id"] + 1}).sum("id"))
+        lambda b: {"id": b["id"] + 1}).sum("id"), repeat)
     n = _frame_rows(mb)
     blocks = 16
     src = data.range(n, override_num_blocks=blocks).map_batches(
         lambda b: {f"c{i}": np.random.default_rng(0).random(len(b["id"])) for i in range(4)})
     path = os.path.join(folder, system)
     timed("parquet_write", lambda: src.write_parquet(path))
-    timed("parquet_read", lambda: data.read_parquet(path).sum("c0"))
+    timed("parquet_read", lambda: data.read_parquet(path).sum("c0"), repeat)
     timed("actor_pool", lambda: data.range(rows).map_batches(AddOne, concurrency=2).sum("id"))
     timed("shuffle", lambda: data.read_parquet(path).random_shuffle().sum("c0"))
     engine.shutdown()
     return out
 
 
-def run_pyarrow(rows: int, mb: int, folder: str) -> dict[str, float]:
+def run_pyarrow(rows: int, mb: int, folder: str, repeat: int) -> dict[str, float]:
     """One core, no engine: the physical floor of the scan and the Parquet read."""
     import numpy as np
     import pyarrow as pa
@@ -94,13 +104,15 @@ def run_pyarrow(rows: int, mb: int, folder: str) -> dict[str, float]:
     import pyarrow.parquet as pq
 
     out: dict[str, float] = {"startup": 0.0}
-    t0 = time.perf_counter()
-    step = 1_000_000
-    total = 0
-    for start in range(0, rows, step):
-        t = pa.table({"id": np.arange(start, min(rows, start + step))})
-        total += pc.sum(pc.add(t["id"], 1)).as_py()
-    out["map_sum"] = time.perf_counter() - t0
+
+    def scan() -> None:
+        step = 1_000_000
+        total = 0
+        for start in range(0, rows, step):
+            t = pa.table({"id": np.arange(start, min(rows, start + step))})
+            total += pc.sum(pc.add(t["id"], 1)).as_py()
+
+    out["map_sum"] = _best(scan, repeat)
     n, blocks = _frame_rows(mb), 16
     path = os.path.join(folder, "pyarrow")
     os.makedirs(path)
@@ -111,17 +123,16 @@ def run_pyarrow(rows: int, mb: int, folder: str) -> dict[str, float]:
         pq.write_table(pa.table({f"c{j}": rng.random(m) for j in range(4)}),
                        os.path.join(path, f"{i}.parquet"))
     out["parquet_write"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    pc.sum(pads.dataset(path).to_table(columns=["c0"], use_threads=False)["c0"])
-    out["parquet_read"] = time.perf_counter() - t0
+    out["parquet_read"] = _best(lambda: pc.sum(pads.dataset(path).to_table(
+        columns=["c0"], use_threads=False)["c0"]), repeat)
     return out
 
 
-def child(system: str, rows: int, mb: int) -> None:
+def child(system: str, rows: int, mb: int, repeat: int) -> None:
     folder = tempfile.mkdtemp(prefix="nbdist_data_bench_")
     try:
-        result = run_pyarrow(rows, mb, folder) if system == "pyarrow" else \
-            run_engine(system, rows, mb, folder)
+        result = run_pyarrow(rows, mb, folder, repeat) if system == "pyarrow" else \
+            run_engine(system, rows, mb, folder, repeat)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     print(json.dumps(result))
@@ -132,16 +143,18 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=10**7)
     ap.add_argument("--mb", type=int, default=256)
     ap.add_argument("--systems", default="nbdist,ray,pyarrow")
+    ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--child")
     args = ap.parse_args()
     if args.child:
-        child(args.child, args.rows, args.mb)
+        child(args.child, args.rows, args.mb, args.repeat)
         return
     results: dict[str, dict[str, float]] = {}
     for system in args.systems.split(","):
         print(f"running {system} ...", file=sys.stderr)
         proc = subprocess.run([sys.executable, __file__, "--child", system, "--rows",
-                               str(args.rows), "--mb", str(args.mb)],
+                               str(args.rows), "--mb", str(args.mb), "--repeat",
+                               str(args.repeat)],
                               capture_output=True, text=True, timeout=1800)
         lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
         if proc.returncode or not lines:

@@ -54,10 +54,28 @@ def _input(items: tuple[Any, ...]) -> pa.Table:
     return blocks[0] if len(blocks) == 1 else B.concat(blocks)
 
 
-def _run_block(chain: list[Transform], index: int,
+def _run_block(chain: list[Transform], index: int, separate: bool,
                *items: Any) -> tuple[pa.Table, B.BlockMeta]:
-    out = apply_chain(_input(items), chain, instantiate(chain), index)
+    """The chain over the task's input: its items as one block (a bundle), or with
+    ``separate`` over each item on its own, the outputs concatenated (several blocks'
+    partial aggregates in one task: each block is seen as it is, with fewer tasks)."""
+    if separate:
+        fns = instantiate(chain)
+        out = B.concat([apply_chain(_input((i,)), chain, fns, index) for i in items])
+    else:
+        out = apply_chain(_input(items), chain, instantiate(chain), index)
     return out, B.meta_of(out)
+
+
+def _chunks(inputs: Iterator[Item], n: int) -> Iterator[list[Item]]:
+    group: list[Item] = []
+    for item in inputs:
+        group.append(item)
+        if len(group) == n:
+            yield group
+            group = []
+    if group:
+        yield group
 
 
 def bundle_rows(chain: list[Transform]) -> int | None:
@@ -149,11 +167,13 @@ def execute(plan: Plan, name: str | None = None,
     progress = Progress(exe)
     stream: Iterator[Any] = plan.source.items(exe)
     group = _Group([plan.source.name])
+    first = True  # the group still reads the source (its number of blocks is known)
     for op in plan.ops:
         if isinstance(op, MapOp) and group.takes(op):
             group.add(op)
             continue
         stream = group.flush(stream, exe, progress)
+        first = False
         if isinstance(op, MapOp):
             group = _Group([], reads=False)
             group.add(op)
@@ -162,7 +182,8 @@ def execute(plan: Plan, name: str | None = None,
                   if isinstance(op, LimitOp)
                   else all_to_all_stage(stream, op, exe, progress.add(op.name)))
         group = _Group([], reads=False)
-    return progress.wrap(group.flush(stream, exe, progress)), exe
+    return progress.wrap(group.flush(stream, exe, progress,
+                                     plan.source.num_blocks if first else None)), exe
 
 
 class _Group:
@@ -186,25 +207,34 @@ class _Group:
         self.chain.extend(op.chain)
         self.names.append(op.name)
 
-    def flush(self, stream: Iterator[Any], exe: ExecContext,
-              progress: Progress) -> Iterator[Any]:
+    def flush(self, stream: Iterator[Any], exe: ExecContext, progress: Progress,
+              num_blocks: int | None = None) -> Iterator[Any]:
+        """``num_blocks``: how many inputs the stream holds, when known (a source's)."""
         if not self.chain and not self.reads:
             return stream
         label = "->".join(n for n in self.names if n)
         if self.special is not None and self.special.compute == "actors":
             return actor_stage(stream, self.chain, self.special, label, exe, progress.add(label))
         args = self.special.remote_args if self.special is not None else {}
-        return task_stage(stream, self.chain, label, exe, progress.add(label), args)
+        per_task = 1
+        if num_blocks and self.chain and self.chain[-1].kind == "partial":
+            # A whole-dataset aggregate: its output is a row per block, so the blocks are
+            # dealt to as few tasks as keep every CPU busy (2 per CPU); each task costs
+            # round trips between processes, which a loaded machine makes slow.
+            per_task = max(1, -(-num_blocks // exe.max_in_flight))
+        return task_stage(stream, self.chain, label, exe, progress.add(label), args, per_task)
 
 
 def task_stage(inputs: Iterator[Item], chain: list[Transform], label: str, exe: ExecContext,
-               stats: OpStats, remote_args: dict[str, Any]) -> Iterator[BlockRef]:
+               stats: OpStats, remote_args: dict[str, Any],
+               per_task: int = 1) -> Iterator[BlockRef]:
     inflight: deque[tuple[Any, Any]] = deque()
     # A chain that ends in a partial aggregate leaves one small row per block: nothing to
     # hold back, so every block's task is submitted at once (the CPUs still bound how many
     # run), and no task waits for the driver to take the one before it.
     limit = _NO_LIMIT if chain and chain[-1].kind == "partial" else exe.max_in_flight
-    for index, group in enumerate(bundles(inputs, bundle_rows(chain))):
+    groups = _chunks(inputs, per_task) if per_task > 1 else bundles(inputs, bundle_rows(chain))
+    for index, group in enumerate(groups):
         item = group[0]
         if not chain and isinstance(item, BlockRef):
             while inflight:
@@ -214,7 +244,8 @@ def task_stage(inputs: Iterator[Item], chain: list[Transform], label: str, exe: 
             continue
         args = [i.ref if isinstance(i, BlockRef) else i for i in group]
         stats.submitted()
-        inflight.append(exe.block(_run_block, chain, index, *args, op=label, **remote_args))
+        inflight.append(exe.block(_run_block, chain, index, per_task > 1, *args, op=label,
+                                  **remote_args))
         while len(inflight) >= limit:
             yield _resolve(*inflight.popleft(), stats)
     while inflight:

@@ -108,3 +108,12 @@ def test_aggregates_after_a_parquet_read_read_only_their_column(tmp_path) -> Non
     doubled = ds.map_batches(lambda b: {"w": b["v"] * 2})
     assert doubled._plan.project(["w"]) is doubled._plan
     assert doubled.sum("w") == 2 * df["v"].sum()
+
+
+def test_an_aggregate_over_many_blocks_sees_each_block_as_it_is() -> None:
+    # 50 blocks; the aggregate deals them to a few tasks, and the map still gets one batch
+    # per block (20 rows), as without the aggregate.
+    ds = rd.range(1000, override_num_blocks=50).map_batches(
+        lambda b: {"n": np.array([len(b["id"])]), "s": np.array([b["id"].sum()])})
+    assert ds.max("n") == 20 and ds.sum("n") == 1000 and ds.sum("s") == 499500
+    assert ds.count() == 50 and ds.min("n") == 20
