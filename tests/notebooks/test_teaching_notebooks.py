@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -110,14 +111,23 @@ def test_04_patterns_count_reduce_nest_pipeline_pool_and_queue(run_notebook,
     find(cells, re.escape("left in the queue: 0"))
 
 
-@pytest.mark.timeout(240)
-def test_09_es_and_a2c_reach_their_stated_returns(run_notebook, cell_text) -> None:
-    cells = cell_text(run_notebook("09-reinforcement-learning.ipynb"))
+@pytest.mark.timeout(360)
+def test_09_es_a2c_and_ppo_reach_their_stated_returns(run_notebook, cell_text) -> None:
+    nb = run_notebook("09-reinforcement-learning.ipynb")
+    cells = cell_text(nb)
     es = find(cells, r"ES: test return ([\d.]+) after (\d+) generations \((\d+) training episodes\)")
     assert (float(es[1]), int(es[2]), int(es[3])) == (500.0, 8, 128)
     a2c = find(cells, r"A2C: mean return ([\d.]+) over the last 20 episodes after (\d+) steps "
                       r"\((\d+) episodes\)")
     assert (float(a2c[1]), int(a2c[2]), int(a2c[3])) == (483.6, 105, 420)
+    ppo = find(cells, r"PPO: greedy return ([\d.]+) after (\d+) iterations \(([\d,]+) env steps\)")
+    assert float(ppo[1]) >= 475 and int(ppo[2]) < 100, ppo[0]
+    assert float(find(cells, r"one greedy episode with compute_single_action: return (\d+)")[1]) > 200
+    # the PPO run's live view, in the cell that trains
+    cell = next(c for c in nb.cells if c.cell_type == "code" and "algo.train()" in c.source)
+    views = [o for o in cell.outputs if o.output_type == "display_data"
+             and "application/vnd.jupyter.widget-view+json" in o.data]
+    assert len(views) == 1, f"{len(views)} live views in the cell that trains PPO"
 
 
 def test_08_tune_grid_random_asha_hyperband_and_a_tuned_training_loop(run_notebook,
@@ -207,6 +217,7 @@ def _execute(name: str, timeout: int) -> tuple[Any, NotebookClient]:
     return nb, client
 
 
+@pytest.mark.timeout(300)  # with `%nbdist up` on two simulated hosts
 def test_01_cluster_is_drawn_live_and_runs_a_task_on_each_of_two_nodes(cell_text) -> None:
     nb, client = _execute("01-cluster.ipynb", timeout=120)
     assert nb.cells[0].source.startswith("# 01 · The cluster")
@@ -227,9 +238,29 @@ def test_01_cluster_is_drawn_live_and_runs_a_task_on_each_of_two_nodes(cell_text
                         "".join(cells))
     assert len(pinned) == 2 and all(a == b for a, b in pinned) and pinned[0][0] != pinned[1][0]
     find(cells, re.escape("2 tasks on 2 different nodes: True"))
-    # The head, its node and the node that joined; all ended by the notebook's `nbdist stop`.
-    find(cells, "3 daemon processes started, still running after nbdist stop: 0")
+    # The head, its client server (for thin drivers), its node and the node that joined; all
+    # ended by the notebook's `nbdist stop`.
+    find(cells, "4 daemon processes started, still running after nbdist stop: 0")
     assert left == []
+    # `%nbdist up` on two simulated hosts, where this machine allows it; else it says why.
+    text = "".join(cells)
+    if "cannot simulate hosts on this machine" in text:
+        assert not _can_simulate_hosts(), "the notebook skipped `up` on a machine that can"
+        assert "cluster_name: course" in text and "is up" not in text
+    else:
+        lab = find(cells, r"2 simulated hosts, each with its own sshd: ([\d.]+), ([\d.]+)")
+        for address in lab.groups():
+            for step in ("connecting", "checking", "starting", "joined"):
+                assert re.search(rf"^\s*{re.escape(address)}\s+{step}", text, re.M), text
+            find(cells, rf"the task pinned to the node at \S*{re.escape(address)}\S* ran there: True")
+        find(cells, "no process left on the hosts after %nbdist down: True")
+    find(cells, "lab removed: True")
+
+
+def _can_simulate_hosts() -> bool:
+    return (sys.platform.startswith("linux") and os.geteuid() == 0
+            and all(shutil.which(t) for t in ("ip", "ssh", "ssh-keygen"))
+            and os.path.exists("/usr/sbin/sshd"))
 
 
 def test_06_parallelism_parameter_servers_allreduce_and_pipeline(run_notebook,
