@@ -7,6 +7,14 @@ lines when the file is readable there, and each local as ``(pickled bytes or Non
 pickled one by one (values over `MAX_VALUE_BYTES` and unpicklable ones keep their repr only),
 so a value the driver cannot unpickle costs that value, never the error itself.
 
+What a failing task pays is bounded, whatever its locals hold: a repr is `reprlib`'s (a long
+list or dict costs its first items, not all of them), a pickle stops as soon as it passes
+`MAX_VALUE_BYTES` (a dict whose shallow size is small but whose values are large stops there,
+it is not pickled whole and then dropped), and all values of one snapshot share
+`MAX_SNAPSHOT_BYTES` (past it, locals keep their repr only). A file's source travels once per
+snapshot (on its first frame) and only for files outside the Python installation (the driver
+reads the standard library's and site-packages' own files itself).
+
 `rebuild` turns a snapshot back into a chain of real traceback objects on the driver: each
 frame is a tiny piece of code compiled under the task's file name and line number, run with
 the snapshot's locals as its namespace, raising at that line. pdb (``%debug``, post_mortem)
@@ -17,7 +25,9 @@ source lines go into ``linecache`` when this machine cannot read the file.
 from __future__ import annotations
 
 import linecache
+import os
 import pickle
+import reprlib
 import sys
 from collections.abc import Callable
 from types import TracebackType
@@ -26,7 +36,9 @@ from typing import Any
 import cloudpickle
 
 MAX_VALUE_BYTES = 1 << 20
+MAX_SNAPSHOT_BYTES = 4 << 20  # the pickled locals of all frames of one snapshot together
 MAX_SOURCE_BYTES = 1 << 20
+MAX_REPR_CHARS = 2000
 ATTRIBUTE = "__nbdist_frames__"  # the snapshot's place on the task's exception
 
 Frame = dict[str, Any]
@@ -42,21 +54,59 @@ class RemoteRepr:
         return self.text
 
 
-def _pack(value: Any) -> tuple[bytes | None, str]:
+_repr = reprlib.Repr()
+_repr.maxlevel, _repr.maxstring, _repr.maxother = 4, MAX_REPR_CHARS, MAX_REPR_CHARS
+_repr.maxlist = _repr.maxtuple = _repr.maxset = _repr.maxdict = _repr.maxdeque = 50
+_INSTALLED = tuple(sorted({os.path.join(p, "") for p in (sys.prefix, sys.base_prefix,
+                                                         sys.exec_prefix)}))
+
+
+class _Full(Exception):
+    """A pickle grew past its allowance: the value keeps its repr only."""
+
+
+class _Bounded:
+    """A file for the pickler that refuses to grow past ``limit`` bytes."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.parts: list[bytes] = []
+        self.size = 0
+
+    def write(self, data: Any) -> int:
+        n = len(data)
+        self.size += n
+        if self.size > self.limit:
+            raise _Full
+        self.parts.append(bytes(data))
+        return n
+
+
+_SCALARS = (int, float, bool, complex, type(None))
+
+
+def _pack(value: Any, budget: int = MAX_VALUE_BYTES) -> tuple[bytes | None, str]:
+    kind = type(value)
+    if kind in _SCALARS or (kind in (str, bytes) and len(value) <= MAX_REPR_CHARS):
+        return pickle.dumps(value, protocol=5), repr(value)  # most locals: the short way
     try:
-        text = repr(value)[:2000]
+        text = _repr.repr(value)[:MAX_REPR_CHARS]
     except Exception:
         text = f"<{type(value).__name__} (repr failed)>"
-    if sys.getsizeof(value) > MAX_VALUE_BYTES or getattr(value, "nbytes", 0) > MAX_VALUE_BYTES:
+    limit = min(MAX_VALUE_BYTES, budget)
+    if sys.getsizeof(value) > limit or getattr(value, "nbytes", 0) > limit:
         return None, text
+    out = _Bounded(limit)
     try:
-        data = cloudpickle.dumps(value, protocol=5)
-    except Exception:
+        cloudpickle.CloudPickler(out, protocol=5).dump(value)
+    except Exception:  # _Full, or what does not pickle
         return None, text
-    return (data if len(data) <= MAX_VALUE_BYTES else None), text
+    return b"".join(out.parts), text
 
 
 def _source(filename: str) -> list[str]:
+    if filename.startswith(_INSTALLED):
+        return []  # the driver's own copy is the same file
     lines = linecache.getlines(filename)
     return lines if sum(map(len, lines)) <= MAX_SOURCE_BYTES else []
 
@@ -64,14 +114,21 @@ def _source(filename: str) -> list[str]:
 def snapshot(tb: TracebackType | None, engine: Callable[[str], bool]) -> list[Frame]:
     """The frames of ``tb`` whose file is not the engine's (``engine(filename)``)."""
     frames: list[Frame] = []
+    budget = MAX_SNAPSHOT_BYTES
+    sources: set[str] = set()
     while tb is not None:
         frame = tb.tb_frame
         filename = frame.f_code.co_filename
         if not engine(filename):
+            packed = {}
+            for k, v in frame.f_locals.items():
+                packed[k] = _pack(v, budget)
+                budget -= len(packed[k][0] or b"")
             frames.append({
                 "file": filename, "line": tb.tb_lineno, "name": frame.f_code.co_name,
-                "locals": {k: _pack(v) for k, v in frame.f_locals.items()},
-                "source": _source(filename)})
+                "locals": packed,
+                "source": [] if filename in sources else _source(filename)})
+            sources.add(filename)
         tb = tb.tb_next
     return frames
 

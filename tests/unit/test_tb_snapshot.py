@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import linecache
 import pickle
+import sys
 import threading
 import traceback
 
@@ -42,3 +43,39 @@ def test_engine_frames_are_left_out_and_no_snapshot_means_none() -> None:
         tb_snapshot.attach(exc, lambda filename: True)
         assert tb_snapshot.find(exc) is None
     assert tb_snapshot.find(RuntimeError("plain")) is None
+
+
+def _fails_with_large_locals(depth: int) -> None:
+    if depth:
+        _fails_with_large_locals(depth - 1)
+    table = {k: list(range(50_000)) for k in range(40)}  # shallow size small, pickle ~10 MB
+    rows = list(range(1_000_000))
+    small = {"width": 3}
+    raise ValueError(f"{len(table)} {len(rows)} {small}")
+
+
+def test_a_snapshot_costs_a_bounded_size_whatever_the_locals_hold() -> None:
+    try:
+        _fails_with_large_locals(2)
+    except ValueError as exc:
+        frames = tb_snapshot.snapshot(exc.__traceback__, lambda filename: False)
+    mine = [f for f in frames if f["name"] == "_fails_with_large_locals"]
+    assert len(mine) == 3
+    last = mine[-1]["locals"]
+    assert last["table"][0] is None and last["rows"][0] is None  # too large: repr only
+    assert last["small"][0] is not None and pickle.loads(last["small"][0]) == {"width": 3}
+    assert len(last["rows"][1]) < 1000 and last["rows"][1].endswith("...]")  # first items only
+    assert len(pickle.dumps(frames)) < tb_snapshot.MAX_SNAPSHOT_BYTES
+    # The file's source travels once, with its first frame.
+    with_source = [f for f in frames if f["file"] == __file__ and f["source"]]
+    assert len(with_source) == 1
+    # The standard library's files are the driver's own: no source travels for them.
+    try:
+        import json
+
+        json.loads("{")
+    except ValueError as exc:
+        frames = tb_snapshot.snapshot(exc.__traceback__, lambda filename: False)
+    assert any(f["file"] == json.__file__ for f in frames)
+    assert all(not f["source"] for f in frames if f["file"].startswith(sys.prefix)
+               or f["file"].startswith(sys.base_prefix))
