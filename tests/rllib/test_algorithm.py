@@ -164,3 +164,27 @@ def test_an_env_that_raises_is_reported_with_its_traceback(cluster: None) -> Non
 def test_an_unknown_env_name_says_what_an_env_can_be() -> None:
     with pytest.raises(ValueError, match="register_env"):
         PPOConfig().environment("NoSuchEnv-v9").build_algo()
+
+
+def test_several_envs_per_runner_and_continuous_actions(cluster: None) -> None:
+    algo = (small_ppo("CartPole-v1").env_runners(num_envs_per_env_runner=3)
+            .debugging(seed=3).build_algo())
+    try:
+        runner = algo.env_runner
+        assert len(runner.envs) == 3
+        episodes = algo.sample_episodes(num_env_steps=60)
+        assert sum(len(e) for e in episodes) >= 60
+        assert len({e.id_ for e in episodes}) >= 3  # chunks of the three envs' episodes
+        for episode in episodes:  # obs before and after every action; logp per action
+            assert len(episode.observations) == len(episode) + 1
+            assert len(episode.get_extra_model_outputs("action_logp")) == len(episode)
+    finally:
+        algo.stop()
+    pendulum = small_ppo("Pendulum-v1").build_algo()  # a Box action space: a Gaussian policy
+    try:
+        result = pendulum.train()
+        assert result["learners"]["default_policy"]["num_module_steps_trained"] >= 200
+        action = pendulum.compute_single_action(np.zeros(3, dtype=np.float32))
+        assert action.shape == (1,) and -2.0 <= float(action[0]) <= 2.0  # clipped to the space
+    finally:
+        pendulum.stop()

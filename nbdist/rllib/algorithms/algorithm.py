@@ -322,6 +322,8 @@ class Algorithm(Trainable):
         action = actions[0]
         if hasattr(self.action_space, "n") and getattr(self.action_space, "shape", ()) == ():
             return int(action)
+        if hasattr(self.action_space, "low"):  # as the env runners send it to the env
+            return np.clip(action, self.action_space.low, self.action_space.high)
         return action
 
     def compute_actions(self, observations: Any, *, explore: bool = False,
