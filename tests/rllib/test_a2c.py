@@ -52,3 +52,27 @@ def test_a3c_applies_each_runners_fragment_as_it_arrives() -> None:
         assert second["training_iteration"] == 2
     finally:
         algo.stop()
+
+
+def test_a3c_replaces_a_runner_that_dies_and_the_iteration_goes_on() -> None:
+    import nbdist
+
+    config = (A3CConfig().environment("CartPole-v1")
+              .env_runners(num_env_runners=2, rollout_fragment_length=25)
+              .training(train_batch_size=50)
+              .rl_module(model_config={"fcnet_hiddens": [16]}))
+    algo = config.build_algo()
+    try:
+        algo.train()
+        nbdist.kill(algo.env_runner_group.actors[0])
+        # The other runner's fragments may fill an iteration before the dead one's failure is
+        # read; it is read in one of the next few.
+        for _ in range(5):
+            result = algo.train()
+            if result["fault_tolerance"]["num_remote_worker_restarts"]:
+                break
+        assert result["fault_tolerance"]["num_remote_worker_restarts"] == 1
+        assert result["learners"]["__all_modules__"]["num_env_steps_trained"] >= 50
+        assert result["env_runners"]["num_healthy_workers"] == 2
+    finally:
+        algo.stop()

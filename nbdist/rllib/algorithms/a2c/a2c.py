@@ -9,7 +9,8 @@ weights.
 A3C, asynchronous: each runner actor samples on its own; whenever one hands in a fragment the
 driver takes a gradient step on it at once and sends that runner the newest weights, while the
 others keep sampling with the weights they had (the policy lag A3C accepts). ``train()`` ends
-after ``train_batch_size`` env steps have been applied. With ``num_env_runners=0`` A3C is A2C.
+after ``train_batch_size`` env steps have been applied. A runner that dies is replaced (within
+``max_num_env_runner_restarts``) and goes on sampling. With ``num_env_runners=0`` A3C is A2C.
 The gradient is computed in the driver, where the only copy of the optimizer lives.
 """
 
@@ -28,6 +29,10 @@ from nbdist.rllib.core import DEFAULT_MODULE_ID
 from nbdist.rllib.core.learner.learner import Learner
 from nbdist.rllib.core.rl_module.rl_module import action_distribution
 from nbdist.rllib.env.single_agent_episode import SingleAgentEpisode
+
+# What a runner's death looks like to the caller (an error the env raised is not one).
+_RUNNER_DEATHS = (nbdist.exceptions.ActorError, nbdist.exceptions.WorkerCrashedError,
+                  nbdist.exceptions.ObjectLostError)
 
 
 class A2CConfig(AlgorithmConfig):
@@ -133,7 +138,12 @@ class A3C(A2C):
         while applied < int(config.train_batch_size):
             ready, _ = nbdist.wait(list(pending), num_returns=1)
             index = pending.pop(ready[0])
-            result = nbdist.get(ready[0])
+            try:
+                result = nbdist.get(ready[0])
+            except _RUNNER_DEATHS as error:
+                actor = group.replace_env_runner(index, error)
+                pending[self._submit(actor, index, fragment)] = index
+                continue
             self.record_episodes(result["episode_returns"], result["episode_lens"],
                                  result["num_env_steps"])
             stats = self.learn_on_episodes(result["episodes"])
