@@ -11,9 +11,14 @@
  * however many messages came in between). After rendering, the root element records the
  * kernel time and sequence number of the state now on screen (`data-rendered-time`,
  * `data-rendered-seq`) so a benchmark can measure how far the view is behind the kernel.
+ *
+ * While a running task is selected, the details show its current Python stack, asked of the
+ * kernel every `STACK_REFRESH_MS` (`%nbdist stack`'s answer); a wait blocked longer than
+ * `WHY_AFTER_S` says in its row why it waits (`%nbdist why`'s answer), asked again every
+ * `WHY_REFRESH_MS` until it returns. Both go through `BoardHost.debug`.
  */
 
-import type { LinkStatus, StepCommand, StepReply } from './connection';
+import type { DebugQuery, DebugReply, LinkStatus, StepCommand, StepReply } from './connection';
 import { GraphView, summarize } from './graphview';
 import { GraphNode, PanelModel } from './model';
 import { Task } from './protocol';
@@ -38,11 +43,18 @@ export interface BoardHost {
   detail(): string;
   refresh(): void;
   step(command: StepCommand): Promise<StepReply>;
+  /** A running task's stack, or why a wait waits (the kernel's text). */
+  debug(what: DebugQuery, target: string): Promise<DebugReply>;
   /** How a cell is named ("in cell [5]"), whether it can be shown, and showing it. */
   cellLabel(tag: string | null): string;
   hasCell(tag: string | null): boolean;
   revealCell(tag: string | null): void;
 }
+
+const STACK_REFRESH_MS = 2000;
+const WHY_AFTER_S = 2;
+const WHY_REFRESH_MS = 3000;
+const TICK_MS = 500;
 
 function time(t: number | null): string {
   return t === null ? '–' : new Date(t * 1000).toLocaleTimeString();
@@ -70,6 +82,14 @@ export class Board {
   private readonly knownRuns = new Set<string>();
   private detailsRevision = -1;
   private disposed = false;
+  /** The selected running task's stack as last answered, and the element showing it. */
+  private stack: { id: string; text: string } | null = null;
+  private stackPre: HTMLElement | null = null;
+  private stackAsked = 0;
+  private stackAsking = false;
+  private whyAsked = 0;
+  private whyAsking = false;
+  private readonly ticker: number;
   /** Shown after the status ("live · notebook.ipynb"). */
   where = '';
 
@@ -107,6 +127,64 @@ export class Board {
     grid.append(this.metrics.node);
     this.node.append(header, this.message, grid);
     this.renderDetails();
+    this.ticker = window.setInterval(() => this.tick(), TICK_MS);
+  }
+
+  /** Ask the kernel what the selected running task is doing and why long waits wait. */
+  private tick(): void {
+    if (this.disposed || this.host.status() !== 'connected') {
+      return;
+    }
+    const now = Date.now();
+    const task = this.selectedRunning();
+    if (task && !this.stackAsking && now - this.stackAsked >= STACK_REFRESH_MS) {
+      this.askStack(task.id);
+    }
+    if (!this.whyAsking && now - this.whyAsked >= WHY_REFRESH_MS) {
+      const waits = this.waits.longWaits(now / 1000, WHY_AFTER_S).slice(0, 3);
+      if (waits.length) {
+        this.whyAsking = true;
+        this.whyAsked = now;
+        void Promise.all(
+          waits.map(async wait => {
+            const reply = await this.host.debug('why', wait.id);
+            if (reply.status === 'ok' && reply.text) {
+              this.waits.setWhy(wait.id, reply.text);
+            }
+          })
+        ).finally(() => {
+          this.whyAsking = false;
+          this.schedule();
+        });
+      }
+    }
+  }
+
+  private selectedRunning(): Task | undefined {
+    const task = this.selected ? this.model.tasks.get(this.selected.id) : undefined;
+    return task && task.state === 'running' ? task : undefined;
+  }
+
+  private askStack(id: string): void {
+    this.stackAsking = true;
+    this.stackAsked = Date.now();
+    void this.host
+      .debug('stack', id)
+      .then(
+        reply => {
+          const text =
+            reply.status === 'ok' ? (reply.text ?? '') : `No stack: ${reply.message ?? ''}`;
+          this.stack = { id, text };
+          if (this.stackPre && this.stackPre.dataset.taskId === id) {
+            setText(this.stackPre, text);
+            this.stackPre.dataset.asked = String(this.stackAsked);
+          }
+        },
+        () => undefined
+      )
+      .finally(() => {
+        this.stackAsking = false;
+      });
   }
 
   /** Step-through mode: a toggle, Step (one task), Level (the ready set), Run, the count. */
@@ -174,6 +252,7 @@ export class Board {
   dispose(): void {
     this.disposed = true;
     cancelAnimationFrame(this.frame);
+    window.clearInterval(this.ticker);
   }
 
   /** Render in the next animation frame (once, however often it is asked). */
@@ -347,6 +426,16 @@ export class Board {
     if (task?.error_type) {
       block('Error', 'nbdist-error', `${task.error_type}: ${task.error}`);
     }
+    this.stackPre = null;
+    if (task && task.state === 'running') {
+      const known = this.stack?.id === task.id ? this.stack.text : null;
+      block('Stack', 'nbdist-stack', known ?? 'Asking the kernel…');
+      this.stackPre = details.lastElementChild as HTMLElement;
+      this.stackPre.dataset.taskId = task.id;
+      if (known === null && !this.stackAsking) {
+        this.askStack(task.id);
+      }
+    }
     if (task?.stdout.length) {
       block('Output', 'nbdist-output', task.stdout.join('\n'));
     }
@@ -373,7 +462,15 @@ export class Board {
           : '–';
       return [
         ['function', task.name],
-        ['state', task.state + (task.attempt ? ` (retry ${task.attempt})` : '')],
+        [
+          'state',
+          task.state +
+            (task.attempt ? ` (retry ${task.attempt})` : '') +
+            (task.paused ? ', paused in the debugger' : '')
+        ],
+        ...(task.paused
+          ? [['paused at', `${task.paused} (%nbdist debug attaches)`] as [string, string]]
+          : []),
         ['task id', task.id],
         ['arguments (refs)', task.deps.join(', ') || 'none'],
         ['returns', task.returns.join(', ')],

@@ -33,6 +33,16 @@ const LOAD_CODE = "__import__('nbdist').load_ipython_extension(get_ipython())";
 /** The panel's step-through commands (see `nbdist.jupyter.bridge.step_command`). */
 export type StepCommand = 'on' | 'off' | 'step' | 'level' | 'run';
 
+/** What the details and the wait rows ask the kernel (see `nbdist.jupyter.bridge.debug_query`):
+ * a task's current Python stack, or why a wait waits. */
+export type DebugQuery = 'stack' | 'why';
+
+export interface DebugReply {
+  status: 'ok' | 'error';
+  text?: string;
+  message?: string;
+}
+
 export interface StepReply {
   status: 'ok' | 'error';
   on?: boolean;
@@ -45,6 +55,8 @@ export interface StepReply {
 // a held task the kernel's shell thread is busy and a comm message would wait for the cell,
 // which waits for the step. ipykernel answers control messages on a thread of their own.
 const STEP_REQUEST = 'nbdist_step_request';
+// The stack and "why" queries too: both are asked while a cell is blocked in a get.
+const DEBUG_REQUEST = 'nbdist_debug_request';
 
 export class KernelLink {
   status: LinkStatus = 'no-notebook';
@@ -97,17 +109,30 @@ export class KernelLink {
 
   /** Send a step-through command to the kernel; its reply. */
   async step(command: StepCommand, count = 1): Promise<StepReply> {
+    return (await this.control(STEP_REQUEST, { command, count })) as StepReply;
+  }
+
+  /** Ask the kernel for a task's stack or a wait's "why"; its reply. */
+  async debug(what: DebugQuery, target: string): Promise<DebugReply> {
+    return (await this.control(DEBUG_REQUEST, { what, target })) as DebugReply;
+  }
+
+  /** One request of nbdist's on the kernel's control channel; its reply's content. */
+  private async control(
+    msgType: string,
+    content: Record<string, unknown>
+  ): Promise<{ status: 'ok' | 'error'; message?: string }> {
     const kernel = this.kernel;
     if (!kernel || this.status !== 'connected') {
       return { status: 'error', message: 'The panel is not connected to a kernel.' };
     }
     // Not one of JupyterLab's control message types: built as one, typed as its own.
     const msg = KernelMessage.createMessage({
-      msgType: STEP_REQUEST,
+      msgType,
       channel: 'control',
       session: kernel.clientId,
       username: kernel.username,
-      content: { command, count }
+      content
     } as unknown as KernelMessage.IOptions<KernelMessage.IInterruptRequestMsg>);
     const future = kernel.sendControlMessage(
       msg as unknown as KernelMessage.IControlMessage<'interrupt_request'>,
@@ -115,7 +140,7 @@ export class KernelLink {
       true
     );
     const reply = await future.done;
-    return reply.content as unknown as StepReply;
+    return reply.content as unknown as { status: 'ok' | 'error'; message?: string };
   }
 
   private set(status: LinkStatus, detail = ''): void {

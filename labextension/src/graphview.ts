@@ -21,7 +21,7 @@
  *
  * The list has one element per drawn task or group, updated in place (keyed by id), carrying
  * `data-task-state`, `data-task-name`, `data-held` (held by step-through mode: drawn with a
- * dashed outline), the grid cell (`data-col`, `data-row`), the actor or member of a
+ * dashed outline), `data-paused` (stopped in the debugger: a dotted orange outline), the grid cell (`data-col`, `data-row`), the actor or member of a
  * lane call (`data-lane`), a library's mark (`data-library`, `data-library-role`,
  * `data-member`) and, for groups, `data-task-count`; focusing one and pressing Enter
  * (or clicking it) selects that node, as a click on the canvas does.
@@ -59,6 +59,8 @@ const MIN_LABEL_PX = 7;
 const LANE_FILL = 'rgba(47, 128, 237, 0.08)';
 /** The dashed outline of a task held by step-through mode. */
 const HELD_STROKE = '#1f2933';
+/** The outline of a task paused in the debugger (running, stopped at a breakpoint). */
+const PAUSED_STROKE = '#d9480f';
 const LANE_HEAD_FILL = '#dde3ec';
 /** List items created per frame: a burst of new tasks fills the list over a few frames
  * instead of holding one frame (and the kernel's next message) for its whole layout. */
@@ -185,6 +187,14 @@ export class GraphView {
     swatch.style.boxSizing = 'border-box';
     held.append(swatch, 'held');
     legend.appendChild(held);
+    const paused = document.createElement('span');
+    paused.className = 'nbdist-legend-item nbdist-legend-paused';
+    paused.title = 'Paused in the debugger (breakpoint()): %nbdist debug attaches';
+    const mark = document.createElement('i');
+    mark.style.border = `2px dotted ${PAUSED_STROKE}`;
+    mark.style.boxSizing = 'border-box';
+    paused.append(mark, 'paused');
+    legend.appendChild(paused);
     bar.appendChild(legend);
     const toggle = document.createElement('label');
     toggle.className = 'nbdist-internal-toggle';
@@ -570,6 +580,14 @@ export class GraphView {
       ctx.strokeRect(x + 1, y + 1, w - 2, NODE_H - 2);
       ctx.restore();
     }
+    if (node.paused) {
+      ctx.save();
+      ctx.setLineDash([2 / this.scale, 2 / this.scale]);
+      ctx.strokeStyle = PAUSED_STROKE;
+      ctx.lineWidth = 3 / this.scale;
+      ctx.strokeRect(x + 1.5, y + 1.5, w - 3, NODE_H - 3);
+      ctx.restore();
+    }
     if (node.id === this.selected) {
       ctx.strokeStyle = '#111';
       ctx.lineWidth = 2 / this.scale;
@@ -611,12 +629,17 @@ export class GraphView {
       if (item.dataset.held !== held) {
         item.dataset.held = held;
       }
+      const paused = String(Boolean(node.paused));
+      if (item.dataset.paused !== paused) {
+        item.dataset.paused = paused;
+      }
       const member = node.library?.role === 'work' ? memberLane(node.library) : null;
       const note = member ? this.model.memberNote(member) : '';
       const label =
         node.kind === 'group'
           ? `${node.name}: ${node.count} tasks, ${summarize(node.counts)}`
-          : `${node.name}: ${node.state}${node.held ? ' (held)' : ''}${note ? ` (${note})` : ''}`;
+          : `${node.name}: ${node.state}${node.held ? ' (held)' : ''}` +
+            `${node.paused ? ' (paused in the debugger)' : ''}${note ? ` (${note})` : ''}`;
       if (item.textContent !== label) {
         item.textContent = label;
       }

@@ -63,6 +63,8 @@ export interface GraphNode {
   row: number;
   /** Held by step-through mode: ready, waiting for a step. */
   held?: boolean;
+  /** Stopped in the debugger: where (file:line (function)). */
+  paused?: string;
   /** The mark of a library's call (see nbdist.events.marks). */
   library?: LibraryCall;
 }
@@ -460,7 +462,8 @@ export class PanelModel {
         submitter: task.submitter,
         col: cell.col,
         row: cell.row,
-        held: task.held === true
+        held: task.held === true,
+        ...(task.paused ? { paused: task.paused } : {})
       });
       const seen = new Set<string>();
       for (const pred of preds) {

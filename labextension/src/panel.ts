@@ -37,6 +37,7 @@ export class NbdistPanel extends Widget {
         detail: () => link.detail,
         refresh: () => link.refresh(),
         step: command => link.step(command),
+        debug: (what, target) => link.debug(what, target),
         cellLabel: tag => cells.label(tag),
         hasCell: tag => cells.has(tag),
         revealCell: tag => {

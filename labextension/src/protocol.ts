@@ -50,6 +50,8 @@ export interface Task {
   stdout: string[];
   /** Held by step-through mode: ready, waiting for a step. */
   held?: boolean;
+  /** Present while it is stopped in the debugger (breakpoint(), a live post-mortem): where. */
+  paused?: string;
   /** Present when one of nbdist's libraries made the call. */
   library_call?: LibraryCall;
 }

@@ -264,6 +264,8 @@ export class WaitsView {
   private readonly empty = el('p', 'nbdist-note', 'No get() or wait() yet.');
   private readonly rows: Rows<Wait>;
   private revision = -1;
+  /** Why each long wait waits, as the kernel last answered (`nbdist.util.why`), by wait id. */
+  private readonly whys = new Map<string, string>();
 
   constructor(
     private readonly model: PanelModel,
@@ -277,7 +279,9 @@ export class WaitsView {
         const row = el('li', 'nbdist-wait');
         const bar = el('div', 'nbdist-bar');
         bar.append(el('div', 'nbdist-bar-fill'), el('div', 'nbdist-bar-mark'));
-        row.append(el('span', 'nbdist-label'), bar, el('span', 'nbdist-figure'));
+        const why = el('pre', 'nbdist-wait-why');
+        why.hidden = true;
+        row.append(el('span', 'nbdist-label'), bar, el('span', 'nbdist-figure'), why);
         return row;
       },
       (row, wait) => {
@@ -286,7 +290,7 @@ export class WaitsView {
         row.dataset.waitDone = String(wait.done);
         row.classList.toggle('nbdist-done', wait.done && !wait.timed_out);
         row.classList.toggle('nbdist-timed-out', wait.done && wait.timed_out);
-        const [label, bar, figure] = Array.from(row.children) as HTMLElement[];
+        const [label, bar, figure, why] = Array.from(row.children) as HTMLElement[];
         setText(label, `${wait.call}() ${cellLabel(wait.submitter)}`);
         const fill = bar.children[0] as HTMLElement;
         const mark = bar.children[1] as HTMLElement;
@@ -297,8 +301,25 @@ export class WaitsView {
         mark.style.left = `${((100 * wait.num_returns) / total).toFixed(1)}%`;
         mark.title = `returns when ${wait.num_returns} of ${wait.total} are ready`;
         setText(figure, waitText(wait));
+        // A long wait says why it waits (the chain down to the cause) until it returns.
+        const reason = wait.done ? undefined : this.whys.get(wait.id);
+        why.hidden = reason === undefined;
+        setText(why, reason ?? '');
       }
     );
+  }
+
+  /** The waits still blocked after `afterS` seconds (by the kernel's clock, `now`). */
+  longWaits(now: number, afterS: number): Wait[] {
+    return this.model.sortedWaits().filter(w => !w.done && now - w.started >= afterS);
+  }
+
+  /** The kernel's answer to why a wait waits: shown in its row from the next render. */
+  setWhy(id: string, text: string): void {
+    if (this.whys.get(id) !== text) {
+      this.whys.set(id, text);
+      this.revision = -1;
+    }
   }
 
   render(): void {
@@ -307,6 +328,11 @@ export class WaitsView {
     }
     this.revision = this.model.revisions.waits;
     const waits = this.model.sortedWaits();
+    for (const id of this.whys.keys()) {
+      if (!this.model.waits.get(id) || this.model.waits.get(id)!.done) {
+        this.whys.delete(id);
+      }
+    }
     this.empty.hidden = waits.length > 0;
     this.rows.sync(waits);
   }

@@ -8,7 +8,8 @@
  * the panel's (docs/comm-protocol.md): the kernel sends the snapshot and the deltas as the
  * widget's custom messages; the widget asks for a snapshot with `{"type":
  * "request_snapshot"}` and sends step commands as `{"type": "step", "command": ...}`, answered
- * by `{"type": "step_reply", ...}`. The traitlet `show_internal` is the "library calls"
+ * by `{"type": "step_reply", ...}`, and the details' stack and the waits' "why" as `{"type":
+ * "debug", "what": "stack" | "why", "target": id}`, answered by `{"type": "debug_reply", ...}`. The traitlet `show_internal` is the "library calls"
  * toggle's state, set from the kernel (`nbdist.show(show_internal=True)`) or by the toggle.
  *
  * `renderSnapshot(el, snapshot)` draws a board from one saved snapshot with no kernel: the
@@ -16,7 +17,7 @@
  */
 
 import { Board, BoardHost } from './board';
-import type { LinkStatus, StepCommand, StepReply } from './connection';
+import type { DebugQuery, DebugReply, LinkStatus, StepCommand, StepReply } from './connection';
 import { PanelModel } from './model';
 import { KernelMessage } from './protocol';
 
@@ -46,6 +47,7 @@ function render({ model, el }: { model: WidgetModel; el: HTMLElement }): () => v
   const panelModel = new PanelModel();
   let status: LinkStatus = 'connecting';
   const replies: ((reply: StepReply) => void)[] = [];
+  const debugReplies: ((reply: DebugReply) => void)[] = [];
   const host: BoardHost = {
     status: () => status,
     detail: () => '',
@@ -55,15 +57,26 @@ function render({ model, el }: { model: WidgetModel; el: HTMLElement }): () => v
         replies.push(resolve);
         model.send({ type: 'step', command });
       }),
+    debug: (what: DebugQuery, target: string) =>
+      new Promise<DebugReply>(resolve => {
+        debugReplies.push(resolve);
+        model.send({ type: 'debug', what, target });
+      }),
     cellLabel,
     hasCell: () => false,
     revealCell: () => undefined
   };
   const board = new Board(panelModel, host, root(el, 'widget'));
   panelModel.setShowInternal(model.get('show_internal') === true);
-  const onMessage = (msg: KernelMessage | { type: 'step_reply' } & StepReply) => {
+  const onMessage = (
+    msg: KernelMessage | ({ type: 'step_reply' } & StepReply) | ({ type: 'debug_reply' } & DebugReply)
+  ) => {
     if (msg.type === 'step_reply') {
       replies.shift()?.(msg as StepReply);
+      return;
+    }
+    if (msg.type === 'debug_reply') {
+      debugReplies.shift()?.(msg as DebugReply);
       return;
     }
     panelModel.apply(msg as KernelMessage);
@@ -100,6 +113,7 @@ export function renderSnapshot(el: HTMLElement, snapshot: KernelMessage, showInt
     detail: () => '',
     refresh: () => undefined,
     step: () => Promise.resolve({ status: 'error', message: 'A saved snapshot: nothing runs.' }),
+    debug: () => Promise.resolve({ status: 'error', message: 'A saved snapshot: nothing runs.' }),
     cellLabel,
     hasCell: () => false,
     revealCell: () => undefined

@@ -540,6 +540,7 @@ def register(ip: Any = None) -> Hub:
     kernel = getattr(ip, "kernel", None)
     if kernel is not None and hasattr(kernel, "control_handlers"):
         kernel.control_handlers[STEP_REQUEST] = functools.partial(_step_request, kernel)
+        kernel.control_handlers[DEBUG_REQUEST] = functools.partial(_debug_request, kernel)
     return _hub
 
 
@@ -577,6 +578,40 @@ def _step_request(kernel: Any, stream: Any, idents: Any, msg: dict[str, Any]) ->
     kernel.session.send(stream, STEP_REPLY, reply, parent=msg, ident=idents)
 
 
+# The details' stack of a selected running task and the wait row's "why" travel the same way:
+# both are asked while a cell is blocked in the get they explain.
+DEBUG_REQUEST = "nbdist_debug_request"
+DEBUG_REPLY = "nbdist_debug_reply"
+STACK_TIMEOUT_S = 2.0  # a worker in a long C call answers late: the panel asks again
+
+
+def debug_query(what: str, target: str) -> dict[str, Any]:
+    """``what`` "stack": the current Python stack of the task ``target`` (its id);
+    "why": why the wait ``target`` (its id) waits. The reply's content: status and text."""
+    if not nbdist.is_initialized():
+        return {"status": "error", "message": "no nbdist cluster runs in this kernel"}
+    if what == "stack":
+        from nbdist.util.pdb import stacks
+
+        text = stacks(target, timeout=STACK_TIMEOUT_S) if target else ""
+    elif what == "why":
+        from nbdist.util.why import why
+
+        text = why(int(target))
+    else:
+        return {"status": "error", "message": f"unknown debug query {what!r}"}
+    return {"status": "ok", "what": what, "target": target, "text": text}
+
+
+def _debug_request(kernel: Any, stream: Any, idents: Any, msg: dict[str, Any]) -> None:
+    content = msg.get("content") or {}
+    try:
+        reply = debug_query(str(content.get("what", "")), str(content.get("target", "")))
+    except Exception as exc:  # the panel shows the message; the control thread goes on
+        reply = {"status": "error", "message": f"{type(exc).__name__}: {exc}"}
+    kernel.session.send(stream, DEBUG_REPLY, reply, parent=msg, ident=idents)
+
+
 def unregister(ip: Any = None) -> None:
     """Remove the comm target; open comms keep working until they close."""
     import comm
@@ -587,3 +622,4 @@ def unregister(ip: Any = None) -> None:
     handlers = getattr(getattr(ip, "kernel", None), "control_handlers", None)
     if handlers is not None:
         handlers.pop(STEP_REQUEST, None)
+        handlers.pop(DEBUG_REQUEST, None)

@@ -143,6 +143,7 @@ class Model:
             ev.WorkerDown: self._worker_down, ev.Output: self._output,
             ev.EventsDropped: self._events_dropped, ev.RunUpdate: self.runs.apply,
             ev.TaskHeld: self._task_held, ev.StepMode: self._step_mode,
+            ev.TaskPaused: self._task_paused,
         }
         self._step: schema.StepStatus = {"on": False, "held": 0}
 
@@ -393,6 +394,7 @@ class Model:
     def _move(self, task: TaskRecord, state: str) -> None:
         if state != SCHEDULED:
             task.held = False  # started or ended (or waiting for its arguments to retry)
+        task.paused = None  # a paused task goes on only running (its next record ends it)
         totals = self._totals
         totals[task.state] -= 1
         totals[state] += 1
@@ -441,6 +443,12 @@ class Model:
         task = self._tasks.get(e.task_id)  # (none once grouped)
         if task is not None and task.state in (PENDING, SCHEDULED):
             task.held = True
+            self._dirty.tasks.add(task.id)
+
+    def _task_paused(self, e: ev.TaskPaused) -> None:
+        task = self._tasks.get(e.task_id)  # (none once grouped)
+        if task is not None and task.state == RUNNING:
+            task.paused = e.where if e.paused else None
             self._dirty.tasks.add(task.id)
 
     def _step_mode(self, e: ev.StepMode) -> None:

@@ -49,7 +49,8 @@ def ms(value: float | None) -> float | None:
 class TaskRecord:
     __slots__ = ("id", "name", "state", "deps", "dep_tasks", "returns", "parent", "actor",
                  "submitter", "group", "node", "worker", "submitted", "started", "ended",
-                 "error_type", "error", "attempt", "stdout", "missing", "held", "library_call")
+                 "error_type", "error", "attempt", "stdout", "missing", "held", "paused",
+                 "library_call")
 
     def __init__(self, e: ev.TaskSubmitted, group: str, dep_tasks: tuple[str, ...],
                  missing: int) -> None:
@@ -68,6 +69,7 @@ class TaskRecord:
         self.stdout: collections.deque[str] | None = None  # made by its first line
         self.missing = missing  # arguments not ready yet
         self.held = False  # held by step-through mode (TaskHeld) until it starts or ends
+        self.paused: str | None = None  # where it stopped in the debugger (TaskPaused)
         self.library_call = library_json(e.library_call)
 
     def to_json(self, max_lines: int | None = None) -> schema.Task:
@@ -83,6 +85,8 @@ class TaskRecord:
             "started": ms(self.started), "ended": ms(self.ended),
             "error_type": self.error_type, "error": self.error, "attempt": self.attempt,
             "stdout": lines, "held": self.held}
+        if self.paused is not None:
+            out["paused"] = self.paused
         if self.library_call is not None:
             out["library_call"] = self.library_call
         return out

@@ -49,6 +49,7 @@ class _TaskFields(TypedDict):
 
 class Task(_TaskFields, total=False):
     held: bool  # held by step-through mode: ready, waiting for a step
+    paused: str  # present while it is stopped in the debugger: where ("file:line (function)")
     library_call: LibraryCall  # present when a library made the call
 
 

@@ -83,6 +83,13 @@ class LiveWidget(anywidget.AnyWidget):
             except Exception as exc:  # the view shows the message
                 reply = {"status": "error", "message": f"{type(exc).__name__}: {exc}"}
             self.send({"type": "step_reply", **reply})
+        elif kind == "debug":  # the details' stack of a running task, a wait row's why
+            try:
+                reply = bridge.debug_query(str(content.get("what", "")),
+                                           str(content.get("target", "")))
+            except Exception as exc:
+                reply = {"status": "error", "message": f"{type(exc).__name__}: {exc}"}
+            self.send({"type": "debug_reply", **reply})
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         bundle = super()._repr_mimebundle_(**kwargs)

@@ -7,7 +7,8 @@
     post_mortem(error=None)   pdb on the remote frames of a task's error (by default the
                               last one raised), rebuilt from the snapshot its worker sent
     remote_traceback(error)   those frames as traceback objects (what %debug reads)
-    stacks(task=None) -> str  the current Python stacks of running tasks (their workers are
+    stacks(task=None, timeout=10) -> str
+                              the current Python stacks of running tasks (their workers are
                               asked; on this machine's node)
     attach(task=None, ask=input, show=print) -> str
                               be the pdb prompt of a paused task (by id prefix or name; the
@@ -126,16 +127,17 @@ def post_mortem(error: BaseException | None = None) -> None:
     debugger.interaction(None, tb)
 
 
-def stacks(task: str | None = None) -> str:
+def stacks(task: str | None = None, timeout: float = 10.0) -> str:
     """The current Python stacks of the running tasks (or of ``task``: an id prefix or a
-    name), asked of their workers; tasks on other machines are listed without theirs."""
+    name), asked of their workers (each has ``timeout`` seconds to answer); tasks on other
+    machines are listed without theirs."""
     from nbdist import events
 
     client = _client()
     running = [(w.task_id, w.task_name or "?", w.node_id, w.pid) for w in events.workers()
                if w.task_id and w.state == "up"
                and (not task or w.task_id.startswith(task) or w.task_name == task)]
-    return _driver_side.format_stacks(_driver_side.stacks(client.node_id, running))
+    return _driver_side.format_stacks(_driver_side.stacks(client.node_id, running, timeout))
 
 
 def _client() -> Any:

@@ -93,6 +93,8 @@ def why(wait_id: int | None = None) -> str:
     if wait_id is None:
         blocked = [w for w, (_, done) in fold.waits.items() if not done]
         wait_id = max(blocked) if blocked else max(fold.waits)
+    if wait_id not in fold.waits:
+        return f"get()/wait() {wait_id} is not in the event history (any longer)."
     begun, done = fold.waits[wait_id]
     age = time.time() - begun.time
     head = (f"The {'last' if done else 'blocked'} {begun.call}() (begun {age:.0f} s ago"

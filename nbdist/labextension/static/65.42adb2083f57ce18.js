@@ -1,4 +1,4 @@
-"use strict";(self.rspackChunknbdist_panel=self.rspackChunknbdist_panel||[]).push([[429],{475(t,e,n){var r=n(601),i=n.n(r),o=n(314),a=(n.n(o))()(i());a.push([t.id,`.nbdist-panel {
+"use strict";(self.rspackChunknbdist_panel=self.rspackChunknbdist_panel||[]).push([[65],{880(t,e,n){var r=n(261),i=n.n(r),o=n(186),a=n.n(o),d=n(378),s=n.n(d),l=n(277),p=n.n(l),c=n(497),b=n.n(c),u=n(62),h=n.n(u),f=n(338),g={};g.styleTagTransform=h(),g.setAttributes=p(),g.insert=s().bind(null,"head"),g.domAPI=a(),g.insertStyleElement=b(),i()(f.A,g),f.A&&f.A.locals&&f.A.locals;var m=n(298),x={};x.styleTagTransform=h(),x.setAttributes=p(),x.insert=s().bind(null,"head"),x.domAPI=a(),x.insertStyleElement=b(),i()(m.A,x),m.A&&m.A.locals&&m.A.locals},338(t,e,n){var r=n(380),i=n.n(r),o=n(381),a=(n.n(o))()(i());a.push([t.id,`.nbdist-panel {
   /* The views adapt to the panel's own size (a split beside a notebook or the full width),
      not the window's. */
   container: nbdist-panel / size;
@@ -193,7 +193,8 @@
 }
 
 .nbdist-error,
-.nbdist-output {
+.nbdist-output,
+.nbdist-stack {
   max-height: 160px;
   overflow: auto;
   margin: 2px 0;
@@ -255,6 +256,17 @@
 .nbdist-node > .nbdist-bar,
 .nbdist-capacity-row > .nbdist-bar {
   grid-area: bar;
+}
+
+/* Why a long wait waits (nbdist.util.why), under its bar. */
+.nbdist-wait > .nbdist-wait-why {
+  grid-column: 1 / -1;
+  margin: 2px 0 0;
+  max-height: 120px;
+  overflow: auto;
+  font-size: var(--jp-code-font-size);
+  white-space: pre-wrap;
+  overflow-wrap: anywhere;
 }
 
 .nbdist-wait.nbdist-done {
@@ -461,7 +473,7 @@
 .nbdist-run-running {
   color: var(--jp-brand-color1, #1f77b4);
 }
-`,""]),n.d(e,{},{A:a})},293(t,e,n){var r=n(601),i=n.n(r),o=n(314),a=(n.n(o))()(i());a.push([t.id,`/* Application metrics and placement groups: a row of their own under everything else, as
+`,""]),n.d(e,{},{A:a})},298(t,e,n){var r=n(380),i=n.n(r),o=n(381),a=(n.n(o))()(i());a.push([t.id,`/* Application metrics and placement groups: a row of their own under everything else, as
    tall as their tables (up to a limit); hidden while there are none. */
 .nbdist-metrics {
   grid-column: 1 / -1;
@@ -497,4 +509,4 @@
     max-height: none;
   }
 }
-`,""]),n.d(e,{},{A:a})},314(t){t.exports=function(t){var e=[];return e.toString=function(){return this.map(function(e){var n="",r=void 0!==e[5];return e[4]&&(n+="@supports (".concat(e[4],") {")),e[2]&&(n+="@media ".concat(e[2]," {")),r&&(n+="@layer".concat(e[5].length>0?" ".concat(e[5]):""," {")),n+=t(e),r&&(n+="}"),e[2]&&(n+="}"),e[4]&&(n+="}"),n}).join("")},e.i=function(t,n,r,i,o){"string"==typeof t&&(t=[[null,t,void 0]]);var a={};if(r)for(var d=0;d<this.length;d++){var s=this[d][0];null!=s&&(a[s]=!0)}for(var l=0;l<t.length;l++){var p=[].concat(t[l]);r&&a[p[0]]||(void 0!==o&&(void 0===p[5]||(p[1]="@layer".concat(p[5].length>0?" ".concat(p[5]):""," {").concat(p[1],"}")),p[5]=o),n&&(p[2]&&(p[1]="@media ".concat(p[2]," {").concat(p[1],"}")),p[2]=n),i&&(p[4]?(p[1]="@supports (".concat(p[4],") {").concat(p[1],"}"),p[4]=i):p[4]="".concat(i)),e.push(p))}},e}},601(t){t.exports=function(t){return t[1]}},72(t){var e=[];function n(t){for(var n=-1,r=0;r<e.length;r++)if(e[r].identifier===t){n=r;break}return n}function r(t,r){for(var i={},o=[],a=0;a<t.length;a++){var d=t[a],s=r.base?d[0]+r.base:d[0],l=i[s]||0,p="".concat(s," ").concat(l);i[s]=l+1;var c=n(p),b={css:d[1],media:d[2],sourceMap:d[3],supports:d[4],layer:d[5]};if(-1!==c)e[c].references++,e[c].updater(b);else{var u=function(t,e){var n=e.domAPI(e);return n.update(t),function(e){e?(e.css!==t.css||e.media!==t.media||e.sourceMap!==t.sourceMap||e.supports!==t.supports||e.layer!==t.layer)&&n.update(t=e):n.remove()}}(b,r);r.byIndex=a,e.splice(a,0,{identifier:p,updater:u,references:1})}o.push(p)}return o}t.exports=function(t,i){var o=r(t=t||[],i=i||{});return function(t){t=t||[];for(var a=0;a<o.length;a++){var d=n(o[a]);e[d].references--}for(var s=r(t,i),l=0;l<o.length;l++){var p=n(o[l]);0===e[p].references&&(e[p].updater(),e.splice(p,1))}o=s}}},659(t){var e={};t.exports=function(t,n){var r=function(t){if(void 0===e[t]){var n=document.querySelector(t);if(window.HTMLIFrameElement&&n instanceof window.HTMLIFrameElement)try{n=n.contentDocument.head}catch(t){n=null}e[t]=n}return e[t]}(t);if(!r)throw Error("Couldn't find a style target. This probably means that the value for the 'insert' parameter is invalid.");r.appendChild(n)}},540(t){t.exports=function(t){var e=document.createElement("style");return t.setAttributes(e,t.attributes),t.insert(e,t.options),e}},56(t,e,n){t.exports=function(t){var e=n.nc;e&&t.setAttribute("nonce",e)}},206(t){t.exports=function(t){if("u"<typeof document)return{update:function(){},remove:function(){}};var e=t.insertStyleElement(t);return{update:function(n){var r,i,o;r="",n.supports&&(r+="@supports (".concat(n.supports,") {")),n.media&&(r+="@media ".concat(n.media," {")),(i=void 0!==n.layer)&&(r+="@layer".concat(n.layer.length>0?" ".concat(n.layer):""," {")),r+=n.css,i&&(r+="}"),n.media&&(r+="}"),n.supports&&(r+="}"),(o=n.sourceMap)&&"u">typeof btoa&&(r+="\n/*# sourceMappingURL=data:application/json;base64,".concat(btoa(unescape(encodeURIComponent(JSON.stringify(o))))," */")),t.styleTagTransform(r,e,t.options)},remove:function(){var t;null===(t=e).parentNode||t.parentNode.removeChild(t)}}}},113(t){t.exports=function(t,e){if(e.styleSheet)e.styleSheet.cssText=t;else{for(;e.firstChild;)e.removeChild(e.firstChild);e.appendChild(document.createTextNode(t))}}},820(t,e,n){var r=n(72),i=n.n(r),o=n(206),a=n.n(o),d=n(659),s=n.n(d),l=n(56),p=n.n(l),c=n(540),b=n.n(c),u=n(113),h=n.n(u),f=n(475),g={};g.styleTagTransform=h(),g.setAttributes=p(),g.insert=s().bind(null,"head"),g.domAPI=a(),g.insertStyleElement=b(),i()(f.A,g),f.A&&f.A.locals&&f.A.locals;var m=n(293),x={};x.styleTagTransform=h(),x.setAttributes=p(),x.insert=s().bind(null,"head"),x.domAPI=a(),x.insertStyleElement=b(),i()(m.A,x),m.A&&m.A.locals&&m.A.locals}}]);
+`,""]),n.d(e,{},{A:a})},381(t){t.exports=function(t){var e=[];return e.toString=function(){return this.map(function(e){var n="",r=void 0!==e[5];return e[4]&&(n+="@supports (".concat(e[4],") {")),e[2]&&(n+="@media ".concat(e[2]," {")),r&&(n+="@layer".concat(e[5].length>0?" ".concat(e[5]):""," {")),n+=t(e),r&&(n+="}"),e[2]&&(n+="}"),e[4]&&(n+="}"),n}).join("")},e.i=function(t,n,r,i,o){"string"==typeof t&&(t=[[null,t,void 0]]);var a={};if(r)for(var d=0;d<this.length;d++){var s=this[d][0];null!=s&&(a[s]=!0)}for(var l=0;l<t.length;l++){var p=[].concat(t[l]);r&&a[p[0]]||(void 0!==o&&(void 0===p[5]||(p[1]="@layer".concat(p[5].length>0?" ".concat(p[5]):""," {").concat(p[1],"}")),p[5]=o),n&&(p[2]&&(p[1]="@media ".concat(p[2]," {").concat(p[1],"}")),p[2]=n),i&&(p[4]?(p[1]="@supports (".concat(p[4],") {").concat(p[1],"}"),p[4]=i):p[4]="".concat(i)),e.push(p))}},e}},380(t){t.exports=function(t){return t[1]}},261(t){var e=[];function n(t){for(var n=-1,r=0;r<e.length;r++)if(e[r].identifier===t){n=r;break}return n}function r(t,r){for(var i={},o=[],a=0;a<t.length;a++){var d=t[a],s=r.base?d[0]+r.base:d[0],l=i[s]||0,p="".concat(s," ").concat(l);i[s]=l+1;var c=n(p),b={css:d[1],media:d[2],sourceMap:d[3],supports:d[4],layer:d[5]};if(-1!==c)e[c].references++,e[c].updater(b);else{var u=function(t,e){var n=e.domAPI(e);return n.update(t),function(e){e?(e.css!==t.css||e.media!==t.media||e.sourceMap!==t.sourceMap||e.supports!==t.supports||e.layer!==t.layer)&&n.update(t=e):n.remove()}}(b,r);r.byIndex=a,e.splice(a,0,{identifier:p,updater:u,references:1})}o.push(p)}return o}t.exports=function(t,i){var o=r(t=t||[],i=i||{});return function(t){t=t||[];for(var a=0;a<o.length;a++){var d=n(o[a]);e[d].references--}for(var s=r(t,i),l=0;l<o.length;l++){var p=n(o[l]);0===e[p].references&&(e[p].updater(),e.splice(p,1))}o=s}}},378(t){var e={};t.exports=function(t,n){var r=function(t){if(void 0===e[t]){var n=document.querySelector(t);if(window.HTMLIFrameElement&&n instanceof window.HTMLIFrameElement)try{n=n.contentDocument.head}catch(t){n=null}e[t]=n}return e[t]}(t);if(!r)throw Error("Couldn't find a style target. This probably means that the value for the 'insert' parameter is invalid.");r.appendChild(n)}},497(t){t.exports=function(t){var e=document.createElement("style");return t.setAttributes(e,t.attributes),t.insert(e,t.options),e}},277(t,e,n){t.exports=function(t){var e=n.nc;e&&t.setAttribute("nonce",e)}},186(t){t.exports=function(t){if("u"<typeof document)return{update:function(){},remove:function(){}};var e=t.insertStyleElement(t);return{update:function(n){var r,i,o;r="",n.supports&&(r+="@supports (".concat(n.supports,") {")),n.media&&(r+="@media ".concat(n.media," {")),(i=void 0!==n.layer)&&(r+="@layer".concat(n.layer.length>0?" ".concat(n.layer):""," {")),r+=n.css,i&&(r+="}"),n.media&&(r+="}"),n.supports&&(r+="}"),(o=n.sourceMap)&&"u">typeof btoa&&(r+="\n/*# sourceMappingURL=data:application/json;base64,".concat(btoa(unescape(encodeURIComponent(JSON.stringify(o))))," */")),t.styleTagTransform(r,e,t.options)},remove:function(){var t;null===(t=e).parentNode||t.parentNode.removeChild(t)}}}},62(t){t.exports=function(t,e){if(e.styleSheet)e.styleSheet.cssText=t;else{for(;e.firstChild;)e.removeChild(e.firstChild);e.appendChild(document.createTextNode(t))}}}}]);
