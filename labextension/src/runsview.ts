@@ -1,8 +1,12 @@
 /**
- * The Runs view: one block per library run (a Tune search, a Train run), the newest first.
+ * The Runs view: one block per library run (a Tune search, a Train run, a dataset's
+ * execution), the newest first.
  * Each block has the learning curves of a chosen metric, one line per member (trial, or
  * worker rank) with its marks (where a scheduler stopped it, checkpoints, restarts, errors),
  * and a table of the members: status, iteration, last metrics, config, what just happened.
+ * A dataset's execution (library "data") is drawn as its operators instead, one lane each: a
+ * bar of its blocks done and in flight (scaled to the busiest operator), its blocks, rows,
+ * bytes and status.
  *
  * Renders only when the model's runs changed; the section is hidden while there are none, so a
  * notebook without a library run sees the panel as before.
@@ -11,7 +15,7 @@
 import { PanelModel } from './model';
 import { CurvePoint } from './protocol';
 import { MemberState, RunState, RunsState } from './runs';
-import { el, setData, setText } from './views';
+import { el, formatBytes, setData, setText } from './views';
 
 const SVG = 'http://www.w3.org/2000/svg';
 /** Members listed in a run's table (all are drawn): more rows would cost layout, not news. */
@@ -24,6 +28,8 @@ const COLORS = [
   '#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd',
   '#8c564b', '#e377c2', '#7f7f7f', '#bcbd22', '#17becf'
 ];
+/** What a run's members are, per library (Tune's trials otherwise). */
+const KINDS: Record<string, string> = { train: 'workers', data: 'operators', rllib: 'members' };
 const MARK_TITLES: Record<string, string> = {
   stopped: 'stopped by the scheduler',
   error: 'failed',
@@ -80,6 +86,8 @@ class RunBlock {
     role: 'img'
   });
   private readonly body = el('tbody', '');
+  private readonly table = el('table', 'nbdist-table nbdist-run-table');
+  private readonly lanes = el('div', 'nbdist-data-lanes');
   private readonly more = el('p', 'nbdist-note');
   private metric = '';
 
@@ -92,19 +100,29 @@ class RunBlock {
     });
     const bar = el('div', 'nbdist-run-bar');
     bar.append(this.title, this.select);
-    const table = el('table', 'nbdist-table nbdist-run-table');
+    const table = this.table;
     const head = el('tr', '');
     for (const t of ['member', 'status', 'iter', 'metrics', 'config', 'last news']) {
       head.append(el('th', '', t));
     }
     table.append(el('thead', ''), this.body);
     table.tHead!.append(head);
-    this.node.append(bar, this.chart, table, this.more);
+    this.lanes.hidden = true;
+    this.node.append(bar, this.chart, table, this.lanes, this.more);
   }
 
   render(run: RunState): void {
-    const kind = run.library === 'train' ? 'workers' : 'trials';
+    const kind = KINDS[run.library] ?? 'trials';
     setText(this.title, `${run.library} · ${run.name}: ${run.members.size} ${kind} (${statusSummary(run)})`);
+    const lanes = run.library === 'data';
+    this.select.hidden = lanes;
+    this.chart.style.display = lanes ? 'none' : '';
+    this.table.hidden = lanes;
+    this.lanes.hidden = !lanes;
+    if (lanes) {
+      this.drawLanes([...run.members.values()]);
+      return;
+    }
     if (!run.metrics.includes(this.metric)) {
       this.metric = run.metrics[0] ?? '';
     }
@@ -118,6 +136,41 @@ class RunBlock {
     const members = [...run.members.values()];
     this.drawChart(members);
     this.fillTable(run, members);
+  }
+
+  /** One lane per operator of a dataset's execution. */
+  private drawLanes(members: MemberState[]): void {
+    const count = (m: MemberState, key: string) => m.row.metrics[key] ?? 0;
+    const most = Math.max(1, ...members.map(m => count(m, 'blocks') + count(m, 'in_flight')));
+    const lanes = members.map(member => {
+      const m = member.row;
+      const blocks = count(member, 'blocks');
+      const flying = count(member, 'in_flight');
+      const lane = el('div', 'nbdist-data-lane');
+      lane.style.cssText = 'display:flex;gap:8px;align-items:center;font-size:12px;margin:2px 0';
+      setData(lane, 'lane', m.id);
+      setData(lane, 'blocks', String(blocks));
+      setData(lane, 'inFlight', String(flying));
+      setData(lane, 'memberStatus', m.status);
+      const bar = el('div', 'nbdist-data-lane-bar');
+      bar.style.cssText = 'display:flex;width:120px;height:10px;flex:none;' +
+        'background:var(--jp-layout-color3, #eee)';
+      const done = el('span', 'nbdist-data-lane-done');
+      done.style.cssText = `width:${(100 * blocks) / most}%;background:${COLORS[0]}`;
+      const busy = el('span', 'nbdist-data-lane-busy');
+      busy.style.cssText = `width:${(100 * flying) / most}%;background:#aec7e8`;
+      bar.append(done, busy);
+      const numbers = `${blocks.toLocaleString()} blocks · ` +
+        `${count(member, 'rows').toLocaleString()} rows · ${formatBytes(count(member, 'bytes'))}` +
+        (flying ? ` · ${flying} in flight` : '');
+      lane.append(el('span', 'nbdist-data-lane-name', m.id), bar,
+                  el('span', 'nbdist-data-lane-numbers', numbers),
+                  el('span', `nbdist-run-status nbdist-run-${m.status.toLowerCase()}`, m.status));
+      return lane;
+    });
+    this.lanes.replaceChildren(...lanes);
+    setText(this.more, '');
+    this.more.hidden = true;
   }
 
   private drawChart(members: MemberState[]): void {

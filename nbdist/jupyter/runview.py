@@ -109,7 +109,8 @@ def lanes_html(run: schema.Run) -> str:
                  _size(x.get("bytes", 0.0)), f"{flying} in flight", esc(m["status"]))
         rows.append("<tr data-lane='{}' data-blocks='{}' data-in-flight='{}'>{}</tr>".format(
             esc(m["id"]), blocks, flying,
-            "".join(f"<td style='padding:0 8px 0 0'>{c}</td>" for c in cells)))
+            "".join(f"<td style='padding:0 8px 0 0;white-space:nowrap'>{c}</td>"
+                    for c in cells)))
     return (f"<table class='nbdist-data-lanes' style='font-size:12px'>"
             f"<tbody>{''.join(rows)}</tbody></table>")
 
