@@ -111,7 +111,43 @@ class Host:
         self._nbdist_script(f'PYTHONPATH={copy} exec {sys.executable} -m nbdist.cli "$@"')
 
     def use_checkout_nbdist(self) -> None:
+        for name in ("nbdist", f"python{sys.version_info[0]}.{sys.version_info[1]}"):
+            (self.bin / name).unlink(missing_ok=True)
         self._nbdist_script(f'exec {NBDIST} "$@"')
+
+    def use_python(self, python: str) -> None:
+        """Make ``nbdist`` on this host this checkout's, run by ``python`` (another version),
+        with this environment's packages on its path (enough for ``nbdist --version``)."""
+        site = ":".join(p for p in sys.path if p.endswith("site-packages"))
+        self._nbdist_script(f'PYTHONPATH={CHECKOUT}:{site} exec {python} -m nbdist.cli "$@"')
+
+    def use_venv_without_nbdist(self, venv: Path) -> None:
+        """Give this host a Python environment of its own at ``venv``, with every package of
+        this one but nbdist (pip among them), as this host's ``pythonX.Y``, and as its
+        ``nbdist`` the command pip will install there (none until then)."""
+        import site
+        import venv as venv_mod
+
+        venv_mod.create(venv, with_pip=False, symlinks=True)
+        deps = venv.parent / f"{venv.name}-deps"
+        deps.mkdir()
+        for root in site.getsitepackages():
+            for entry in Path(root).iterdir():
+                lower = entry.name.lower()
+                if lower.startswith(("nbdist", "_nbdist", "__editable__")) or entry.suffix == ".pth":
+                    continue
+                if not (deps / entry.name).exists():
+                    (deps / entry.name).symlink_to(entry)
+        (own,) = venv.glob("lib/python*/site-packages")
+        (own / "deps.pth").write_text(f"{deps}\n")
+        python = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+        # A script, not a symlink: Python finds its environment next to the path it was
+        # started by, and this host's bin/ is no environment.
+        (self.bin / python).unlink(missing_ok=True)
+        (self.bin / python).write_text(f'#!/bin/sh\nexec {venv / "bin" / "python"} "$@"\n')
+        (self.bin / python).chmod(0o755)
+        (self.bin / "nbdist").unlink(missing_ok=True)
+        (self.bin / "nbdist").symlink_to(venv / "bin" / "nbdist")  # dangling until installed
 
     def _nbdist_script(self, line: str) -> None:
         script = self.bin / "nbdist"

@@ -14,7 +14,8 @@ machines works as it is::
     nbdist:                                              # nbdist's own keys
       port: 6390                                         # the head's port
       resources: {10.0.0.3: {GPU: 1}}                    # per host, by its address
-      install: false                                     # pip install this nbdist on hosts
+      install: false          # pip install this nbdist on hosts: true (from the index) or
+                              # the path of its wheel here (copied to the hosts over SSH)
 
 Keys of Ray's format that nbdist does not use (``max_workers``, ``head_start_ray_commands``,
 ``docker``, ...) and keys nobody knows are collected by name in ``ClusterSpec.ignored`` for
@@ -50,7 +51,7 @@ class ClusterSpec:
     # Per host, the shell commands run before the version check (Ray's order: initialization,
     # then setup, then the head's or the workers' own setup).
     commands: dict[str, list[str]] = field(default_factory=dict)
-    install: bool = False
+    install: bool | str = False  # True: from the package index; a str: a wheel on this machine
     ignored: list[str] = field(default_factory=list)
 
     @property
@@ -124,9 +125,18 @@ def parse(data: dict[str, Any]) -> ClusterSpec:
         user=str(user) if user else None, key=str(key) if key else None,
         port=_int(own.get("port", DEFAULT_PORT), "nbdist.port"),
         resources=_resources(data, own, hosts, ignored), commands=_commands(data, hosts),
-        install=bool(own.get("install", False)))
+        install=_install(own.get("install", False)))
     spec.ignored = ignored + sorted(data)
     return spec
+
+
+def _install(value: Any) -> bool | str:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value:
+        return value
+    raise ValueError("nbdist.install must be true, false or the path of nbdist's wheel on "
+                     f"this machine, not {value!r}.")
 
 
 def _mapping(value: Any, key: str) -> dict[str, Any]:

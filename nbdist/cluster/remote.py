@@ -167,13 +167,45 @@ def _check(ssh: Ssh, spec: ClusterSpec, host: str, progress: Progress) -> None:
     progress(host, "checking")
     problem = _version_problem(_nbdist_version(ssh, host) if commands else probe)
     if problem and spec.install:
-        version = local_version()[0]
-        progress(host, f"installing nbdist=={version} with pip")
-        ssh.run(host, f"python{local_version()[1]} -m pip install -q "
-                      f"{shlex.quote('nbdist==' + version)}", timeout=START_TIMEOUT_S * 5)
+        _install(ssh, spec, host, progress)
         problem = _version_problem(_nbdist_version(ssh, host))
     if problem:
         raise ClusterError(f"{host}: {problem}")
+
+
+def _install(ssh: Ssh, spec: ClusterSpec, host: str, progress: Progress) -> None:
+    """Install this notebook's nbdist version with pip into the host's ``pythonX.Y`` (this
+    notebook's Python version): from the package index (``install: true``), or from a wheel
+    on this machine (``install: PATH``: the file, or a folder holding this version's wheel),
+    copied to the host over SSH first, for hosts without the index."""
+    version, python = local_version()
+    pip = f"python{python} -m pip install -q"
+    if spec.install is True:
+        progress(host, f"installing nbdist=={version} with pip")
+        ssh.run(host, f"{pip} {shlex.quote('nbdist==' + version)}", timeout=START_TIMEOUT_S * 5)
+        return
+    wheel = local_wheel(str(spec.install), version)
+    progress(host, f"installing nbdist {version} with pip from {wheel.name}")
+    target = f".cache/nbdist-wheels/{wheel.name}"  # in the login's home on the host
+    ssh.run(host, f"mkdir -p .cache/nbdist-wheels && cat > {shlex.quote(target)}",
+            stdin=wheel.read_bytes())
+    ssh.run(host, f"{pip} {shlex.quote(target)}", timeout=START_TIMEOUT_S * 5)
+
+
+def local_wheel(where: str, version: str) -> Path:
+    """The wheel of nbdist ``version`` at ``where`` (a .whl file, or a folder holding one)."""
+    path = Path(where).expanduser()
+    if path.is_dir():
+        found = sorted(path.glob(f"nbdist-{version}-*.whl"))
+        if not found:
+            raise ClusterError(f"nbdist.install: {where} holds no wheel of nbdist {version} "
+                               f"(nbdist-{version}-*.whl); build one with `pip wheel --no-deps "
+                               f"-w {where} PATH-TO-NBDIST`.")
+        return found[-1]
+    if not path.is_file() or path.suffix != ".whl":
+        raise ClusterError(f"nbdist.install: {where} is not a wheel file (.whl) or a folder "
+                           "with one; use true to install from the package index.")
+    return path
 
 
 def _nbdist_version(ssh: Ssh, host: str) -> str | None:
@@ -469,7 +501,7 @@ def _env(name: str, value: str) -> Iterator[None]:
 def ssh(head: str, workers: list[str] | tuple[str, ...] = (), *, user: str | None = None,
         key: str | None = None, name: str = "default", port: int = cluster_file.DEFAULT_PORT,
         resources: dict[str, dict[str, float]] | None = None,
-        setup_commands: list[str] | None = None, install: bool = False,
+        setup_commands: list[str] | None = None, install: bool | str = False,
         attach: bool = True, progress: Progress = print_progress) -> SSHCluster:
     """Start a cluster over SSH (a head and a node on ``head``, a node on each of ``workers``),
     and (``attach``) make this process its driver. Use it as a context manager to stop it at

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -21,7 +22,7 @@ from pathlib import Path
 import pytest
 from clusters import NBDIST
 from polling import importable_env, until
-from sshhosts import Hosts, ssh_hosts
+from sshhosts import CHECKOUT, Hosts, ssh_hosts
 
 import nbdist.cluster
 from nbdist.exceptions import ClusterError
@@ -230,6 +231,95 @@ def test_a_host_with_another_nbdist_version_is_named_and_nothing_starts(
     assert hosts[0].address not in up.stderr and hosts[2].address not in up.stderr
     assert "Nothing was started" in up.stderr
     assert "starting" not in up.stdout, up.stdout
+    _assert_nothing_started(hosts, state, name)
+
+
+def _other_python() -> str | None:
+    """A Python of another minor version on this machine that runs this checkout's
+    ``nbdist --version`` (with this environment's packages on its path)."""
+    mine = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    found = [shutil.which(f"python3.{m}") for m in range(8, 16)]
+    found += sorted(map(str, Path.home().glob(".pyenv/versions/3.*/bin/python3")))
+    site = ":".join(p for p in sys.path if p.endswith("site-packages"))
+    for python in filter(None, found):
+        done = subprocess.run([python, "-m", "nbdist.cli", "--version"], capture_output=True,
+                              text=True, timeout=60, cwd="/",
+                              env=dict(os.environ, PYTHONPATH=f"{CHECKOUT}:{site}"))
+        if done.returncode == 0 and "(Python " in done.stdout and (
+                f"(Python {mine}." not in done.stdout):
+            return python
+    return None
+
+
+def test_a_host_with_another_python_is_named_and_nothing_starts(
+        hosts: Hosts, state: Path, tmp_path: Path) -> None:
+    python = _other_python()
+    if python is None:
+        pytest.skip("no Python of another version on this machine runs nbdist --version")
+    name = f"py{os.getpid()}"
+    file = _cluster_file(hosts, tmp_path, name)
+    hosts[2].use_python(python)
+    try:
+        up = _nbdist(state, "up", str(file))
+    finally:
+        hosts[2].use_checkout_nbdist()
+    assert up.returncode == 1, up.stdout + up.stderr
+    mine = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    found = re.search(rf"{re.escape(hosts[2].address)}: has nbdist (\S+) on Python (\d+\.\d+), "
+                      rf"this notebook nbdist \S+ on Python {re.escape(mine)}", up.stderr)
+    assert found and found[2] != mine, up.stderr
+    assert hosts[0].address not in up.stderr and hosts[1].address not in up.stderr
+    assert "Nothing was started" in up.stderr and "starting" not in up.stdout, up.stdout
+    _assert_nothing_started(hosts, state, name)
+
+
+def test_up_installs_this_nbdist_from_its_wheel_on_a_host_without_it(
+        hosts: Hosts, state: Path, tmp_path: Path) -> None:
+    wheels = tmp_path / "wheels"
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
+                            "--no-build-isolation", "--no-index", "-w", str(wheels),
+                            str(CHECKOUT)], capture_output=True, text=True, timeout=240)
+    assert built.returncode == 0, built.stderr
+    name = f"inst{os.getpid()}"
+    file = _cluster_file(hosts, tmp_path, name)
+    venv = tmp_path / "host2-env"
+    hosts[1].use_venv_without_nbdist(venv)
+    try:
+        without = _nbdist(state, "up", str(file))  # no install option: the host is named
+        assert without.returncode == 1, without.stdout + without.stderr
+        assert f"{hosts[1].address}: has no `nbdist` command" in without.stderr, without.stderr
+        file.write_text(file.read_text() + f"  install: {wheels}\n")
+        up = _nbdist(state, "up", str(file))
+        try:
+            assert up.returncode == 0, up.stdout + up.stderr
+            (wheel,) = wheels.glob("nbdist-*.whl")
+            steps = [line.split(None, 1)[1] for line in up.stdout.splitlines()
+                     if line.strip().startswith(hosts[1].address + " ")]
+            assert f"installing nbdist {nbdist.__version__} with pip from {wheel.name}" in steps
+            assert not any("installing" in line for line in up.stdout.splitlines()
+                           if not line.strip().startswith(hosts[1].address + " "))
+            # The node on that host runs the nbdist pip installed there.
+            driver = _python(state, f"""
+                import nbdist, nbdist.cluster
+                nbdist.cluster.attach({str(file)!r})
+
+                @nbdist.remote(resources={{"host2": 1}})
+                def where():
+                    import sys
+                    return nbdist.__file__, sys.executable
+
+                print("RAN", *nbdist.get(where.remote(), timeout=120))
+                nbdist.shutdown()
+            """)
+            assert driver.returncode == 0, driver.stdout + driver.stderr
+            (line,) = [x for x in driver.stdout.splitlines() if x.startswith("RAN ")]
+            module, executable = line.split()[1:]
+            assert module.startswith(str(venv / "lib")) and executable.startswith(str(venv))
+        finally:
+            down = _nbdist(state, "down", str(file))
+        assert down.returncode == 0, down.stdout + down.stderr
+    finally:
+        hosts[1].use_checkout_nbdist()
     _assert_nothing_started(hosts, state, name)
 
 
