@@ -265,3 +265,47 @@ def test_interrupting_the_prompt_cancels_the_cells_paused_task(
                              "except Exception as exc:\n    print('ended:', type(exc).__name__)")
     assert "ended:" in ended and "GetTimeout" not in ended
     nothing_paused(shared_kernel)  # the interrupted cell's paused task was cancelled
+
+
+def test_why_names_a_placement_group_not_placed_and_a_step_hold(shared_kernel: KernelSession,
+                                                                 tmp_path: Any) -> None:
+    gate = tmp_path / "gate"
+    shared_kernel.ok(f"""
+import os, nbdist
+from polling import until
+from nbdist.util.placement_group import placement_group, remove_placement_group
+@nbdist.remote(num_cpus=2)
+def hog():
+    return until(lambda: os.path.exists({str(gate)!r}), timeout=120)
+hogging = hog.remote()
+until(lambda: nbdist.available_resources().get("CPU", 0) == 0, timeout=60)
+pg = placement_group([{{"CPU": 2}}], name="trainers")
+try:
+    nbdist.get(pg.ready(), timeout=0.5)
+except nbdist.exceptions.GetTimeoutError:
+    print("timed out")
+""")
+    text = shared_kernel.ok("%nbdist why")
+    assert "a placement group's ready(): the group is not placed yet" in text, text
+    assert "trainers PENDING, bundles [{'CPU': 2" in text and "CPU 0/2" in text, text
+    gate.write_text("open")
+    shared_kernel.ok("nbdist.get(pg.ready(), timeout=60)\nremove_placement_group(pg)\n"
+                     "assert nbdist.get(hogging, timeout=60)")
+    text = shared_kernel.ok("""
+@nbdist.remote
+def leaf():
+    return 1
+nbdist.step_mode(True)
+try:
+    held = leaf.remote()
+    try:
+        nbdist.get(held, timeout=0.5)
+    except nbdist.exceptions.GetTimeoutError:
+        print("timed out")
+    from nbdist.util.why import why
+    print(why())
+finally:
+    nbdist.step_mode(False)
+assert nbdist.get(held, timeout=60) == 1
+""")
+    assert "'leaf'" in text and "held by step-through mode" in text, text
