@@ -19,10 +19,25 @@ views fold away.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import nbdist
 from nbdist.rllib.env.env_runner import SingleAgentEnvRunner
+
+# The driver waits on its runners in steps this short: a library's wait shows no progress bar
+# in a notebook (a bar opens for a get or wait blocked over a second; the run's view is the
+# algorithm's display).
+WAIT_S = 0.5
+
+
+def _gather(refs: list[Any]) -> list[Any]:
+    """``nbdist.get(refs)``, waited for in short steps (see WAIT_S)."""
+    while refs:
+        _, pending = nbdist.wait(refs, num_returns=len(refs), timeout=WAIT_S)
+        if not pending:
+            break
+    return nbdist.get(refs) if refs else []
 
 
 class EnvRunnerGroup:
@@ -74,8 +89,8 @@ class EnvRunnerGroup:
                     f"({nbdist.available_resources().get('CPU', 0)} CPU free): lower "
                     "num_env_runners or num_cpus_per_env_runner")
         self.actors = [self._make_actor(i) for i in range(1, self.num_env_runners + 1)]
-        nbdist.get([a.ping.options(library_call=self._mark(i + 1)).remote()
-                    for i, a in enumerate(self.actors)])
+        _gather([a.ping.options(library_call=self._mark(i + 1)).remote()
+                 for i, a in enumerate(self.actors)])
 
     def _make_actor(self, index: int) -> Any:
         from nbdist.util.scheduling_strategies import PlacementGroupSchedulingStrategy
@@ -129,24 +144,32 @@ class EnvRunnerGroup:
             assert self.local_env_runner is not None
             return [self.local_env_runner.sample(num_timesteps=num_timesteps,
                                                  num_episodes=num_episodes, **kwargs)]
+        with nbdist.events.library_call("rllib", self.run_name):
+            return self._sample_actors(num_timesteps, num_episodes, kwargs)
+
+    def _sample_actors(self, num_timesteps: int | None, num_episodes: int | None,
+                       kwargs: dict[str, Any]) -> list[dict[str, Any]]:
         n = len(self.actors)
         per = {"num_timesteps": None if num_timesteps is None else -(-int(num_timesteps) // n),
                "num_episodes": None if num_episodes is None else -(-int(num_episodes) // n)}
-        refs = {i: self._submit(i, per, kwargs) for i in range(1, n + 1)}
+        pending = {self._submit(i, per, kwargs): i for i in range(1, n + 1)}
         results: dict[int, dict[str, Any]] = {}
-        attempts = 0
-        while refs:
-            for i, ref in list(refs.items()):
+        timeout = self.config.sample_timeout_s
+        deadline = None if not timeout else time.monotonic() + float(timeout)
+        while pending:
+            ready, _ = nbdist.wait(list(pending), num_returns=1, timeout=WAIT_S)
+            for ref in ready:
+                i = pending.pop(ref)
                 try:
-                    results[i] = nbdist.get(ref, timeout=self.config.sample_timeout_s)
-                    del refs[i]
-                except nbdist.exceptions.GetTimeoutError:
-                    raise
+                    results[i] = nbdist.get(ref)
                 except (nbdist.exceptions.ActorError, nbdist.exceptions.WorkerCrashedError,
                         nbdist.exceptions.ObjectLostError) as error:
-                    attempts += 1
                     self._replace(i, error)
-                    refs[i] = self._submit(i, per, kwargs)
+                    pending[self._submit(i, per, kwargs)] = i
+            if pending and deadline is not None and time.monotonic() > deadline:
+                raise nbdist.exceptions.GetTimeoutError(
+                    f"env runners {sorted(pending.values())} of {self.run_name} did not "
+                    f"return their samples within sample_timeout_s={timeout}")
         return [results[i] for i in sorted(results)]
 
     def _submit(self, index: int, per: dict[str, Any], kwargs: dict[str, Any]) -> Any:
@@ -162,7 +185,7 @@ class EnvRunnerGroup:
 
         refs = [a.apply.options(library_call=self._mark(i + 1)).remote(fn)
                 for i, a in enumerate(self.actors)]
-        return out + nbdist.get(refs) if refs else out
+        return out + _gather(refs)
 
     def num_healthy_remote_workers(self) -> int:
         return len(self.actors)
