@@ -27,13 +27,16 @@ def test_dqn_improves_on_cartpole_within_bounded_iterations() -> None:
               .debugging(seed=0))
     algo = config.build_algo()
     try:
+        # Greedy returns over 10 evaluation episodes (the training mean trails: it averages
+        # the last 100 episodes, the early random ones included). A random policy gets ~20.
         curve = []
-        for _ in range(12):
+        for _ in range(10):
             result = algo.train()
-            curve.append(result["env_runners"]["episode_return_mean"])
-            if curve[-1] >= 60:
+            curve.append(algo.evaluate()["env_runners"]["episode_return_mean"])
+            if curve[-1] >= 100:
                 break
-        assert curve[-1] >= 60 and curve[-1] >= 2 * curve[0], curve
+        assert curve[-1] >= 100, curve
+        assert result["env_runners"]["episode_return_mean"] > 25, result["env_runners"]
         learner = result["learners"]["default_policy"]
         assert learner["num_updates"] > 0 and np.isfinite(learner["qf_loss"])
         assert result["replay_buffer"]["size"] == result["num_env_steps_sampled_lifetime"]
