@@ -27,8 +27,9 @@ the next client, which first gets the header and the last output again. ``c`` wi
 breakpoints left, or ``q``, ends the session: listener closed, store entry removed. ``q``
 raises `bdb.BdbQuit` in the task, which `explain` turns into `DebuggerQuit` at ``get``.
 
-Live post-mortem (``debug_post_mortem``): `post_mortem` opens the same kind of session on the
-traceback of a task's exception before the task fails with it.
+Live post-mortem (``init(debug_post_mortem=True)``, or ``NBDIST_DEBUG_POST_MORTEM=1`` or Ray's
+``RAY_DEBUG_POST_MORTEM=1`` in the worker's environment): `post_mortem` opens the same kind of
+session on the traceback of a task's exception before the task fails with it.
 """
 
 from __future__ import annotations
@@ -437,9 +438,12 @@ def post_mortem(tb: TracebackType, exc: BaseException) -> None:
     session.close("continue")
 
 
+POST_MORTEM_VARIABLES = ("NBDIST_DEBUG_POST_MORTEM", "RAY_DEBUG_POST_MORTEM")  # (Ray's name too)
+
+
 def post_mortem_on() -> bool:
     return _worker is not None and (
-        os.environ.get("NBDIST_DEBUG_POST_MORTEM", "") not in ("", "0")
+        any(os.environ.get(name, "") not in ("", "0") for name in POST_MORTEM_VARIABLES)
         or bool(_worker.client.info.get("config", {}).get("debug_post_mortem")))
 
 

@@ -309,3 +309,46 @@ finally:
 assert nbdist.get(held, timeout=60) == 1
 """)
     assert "'leaf'" in text and "held by step-through mode" in text, text
+
+
+def test_breakpoint_in_a_tune_trial(shared_kernel: KernelSession) -> None:
+    shared_kernel.ok("""
+import nbdist
+from nbdist import tune
+def trainable(config):
+    score = config["x"] * 10
+    breakpoint()
+    tune.report({"score": score})
+tuner = tune.Tuner(trainable, param_space={"x": tune.grid_search([4])})
+""")
+    reply, out, _ = run_with_answers(
+        shared_kernel, "print('best', tuner.fit().get_best_result('score', 'max').metrics"
+        "['score'])", ["p config['x'], score", "c"])
+    assert reply["status"] == "ok", reply
+    assert "paused at a breakpoint" in out, out
+    assert "(4, 40)" in out and "best 40" in out
+    nothing_paused(shared_kernel)
+
+
+def test_init_debug_post_mortem_and_rays_variable(shared_kernel: KernelSession) -> None:
+    shared_kernel.ok("import nbdist\n" + POST_MORTEM +
+                     "nbdist.shutdown()\nnbdist.init(num_cpus=2, debug_post_mortem=True)")
+    try:
+        reply, out, _ = run_with_answers(
+            shared_kernel, "nbdist.get(parse.remote(['x', 'wide']))", ["p row", "c"])
+        assert reply["status"] == "error" and "ValueError" in reply["ename"]
+        assert "paused at its exception ValueError: row too wide: 'wide'" in out
+        assert "'wide'" in out
+        nothing_paused(shared_kernel)
+    finally:
+        shared_kernel.ok("nbdist.shutdown()\nnbdist.init(num_cpus=2)")
+    # Ray's variable in the workers' environment does the same.
+    code = ("opts = {'env_vars': {'RAY_DEBUG_POST_MORTEM': '1'}}\n"
+            "nbdist.get(parse.options(runtime_env=opts).remote(['y', 'wider']))")
+    reply, out, _ = run_with_answers(shared_kernel, code, ["p row", "c"])
+    assert reply["status"] == "error" and "ValueError" in reply["ename"]
+    assert "paused at its exception ValueError: row too wide: 'wider'" in out
+    nothing_paused(shared_kernel)
+    # Without either, a failing task fails at once.
+    content, _ = shared_kernel.execute("nbdist.get(parse.remote(['z', 'widest']))")
+    assert content["status"] == "error" and "ValueError" in content["ename"]
