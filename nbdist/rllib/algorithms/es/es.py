@@ -127,7 +127,12 @@ class ES(Algorithm):
                     self.run_name, {**runner_kwargs, "worker_index": i + 1}, theta_ref,
                     seeds[i::tasks], sigma)
                 for i in range(tasks)]
-        results = nbdist.get(refs)
+        try:
+            results = nbdist.get(refs)
+        except KeyboardInterrupt:  # an interrupted cell leaves no rollout running
+            for ref in refs:
+                nbdist.cancel(ref, force=True)
+            raise
         returns = np.zeros((pairs, 2))
         for i, result in enumerate(results):
             returns[i::tasks] = result["returns"]
