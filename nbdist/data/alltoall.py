@@ -110,30 +110,65 @@ def sort(blocks: list[BlockRef], keys: Keys, exe: ExecContext) -> list[BlockRef]
     return _reduce(_sort_parts, range_partition(blocks, keys, exe, "Sort"), (keys,), exe, "Sort")
 
 
-def _group_agg(keys: list[str], aggs: list[tuple[str, str, str]],
+def _group_starts(table: pa.Table, keys: list[str]) -> list[int]:
+    """Where each group of a table sorted by ``keys`` starts, and its end."""
+    cols = [table.column(k).to_pylist() for k in keys]
+    starts = [0] + [i for i in range(1, table.num_rows)
+                    if any(c[i] != c[i - 1] and not (c[i] is None and c[i - 1] is None)
+                           for c in cols)]
+    return starts + [table.num_rows]
+
+
+def _custom(table: pa.Table, keys: list[str], spec: tuple[Any, ...]) -> list[Any]:
+    """A custom AggregateFn over each group of ``table`` (sorted by ``keys``), in order."""
+    init, accumulate_row, accumulate_block, finalize = spec
+    starts = _group_starts(table, keys)
+    out = []
+    for s, e in zip(starts[:-1], starts[1:], strict=True):
+        group = table.slice(s, e - s)
+        key = tuple(group.column(k)[0].as_py() for k in keys)
+        acc = init(key[0] if len(key) == 1 else key)
+        if accumulate_block is not None:
+            acc = accumulate_block(acc, group)
+        else:
+            for row in B.iter_rows(group):
+                acc = accumulate_row(acc, row)
+        out.append(finalize(acc) if finalize is not None else acc)
+    return out
+
+
+def _group_agg(keys: list[str], aggs: list[tuple[Any, ...]],
                *parts: pa.Table) -> tuple[pa.Table, B.BlockMeta]:
     table = B.concat(list(parts))
     specs: list[Any] = []
     names = list(keys)
-    for col, fn, name in aggs:
+    builtin = [a for a in aggs if a[1] != "custom"]
+    for col, fn, name, *extra in builtin:
         if fn == "count":
             specs.append(([], "count_all"))
         elif fn == "std":
-            specs.append((col, "stddev", pc.VarianceOptions(ddof=1)))
+            specs.append((col, "stddev", pc.VarianceOptions(ddof=extra[0] if extra else 1)))
         else:
             specs.append((col, fn))
         names.append(name)
     if not table.num_rows:
         return table, B.meta_of(table)
+    order = [(k, "ascending") for k in keys]
     out = table.group_by(keys, use_threads=False).aggregate(specs)
     out = out.select([c for c in out.column_names if c not in keys] + keys)
-    out = out.select(keys + out.column_names[:len(aggs)]).rename_columns(names)
-    out = out.sort_by([(k, "ascending") for k in keys])
+    out = out.select(keys + out.column_names[:len(builtin)]).rename_columns(names)
+    out = out.sort_by(order)
+    if len(builtin) < len(aggs):
+        ordered = table.sort_by(order)
+        results = {a[2]: _custom(ordered, keys, a[3]) for a in aggs if a[1] == "custom"}
+        for name, values in results.items():
+            out = out.append_column(name, B._column(values))
+        out = out.select(keys + [a[2] for a in aggs])
     return out, B.meta_of(out)
 
 
 def groupby_aggregate(blocks: list[BlockRef], keys: list[str],
-                      aggs: list[tuple[str, str, str]], exe: ExecContext) -> list[BlockRef]:
+                      aggs: list[tuple[Any, ...]], exe: ExecContext) -> list[BlockRef]:
     blocks = [b for b in blocks if b.meta.num_rows]
     if not blocks:
         return []

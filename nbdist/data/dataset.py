@@ -286,6 +286,12 @@ class Dataset(DataIterator):
     def std(self, on: Any = None, ddof: int = 1, ignore_nulls: bool = True) -> Any:
         return self._aggregate(on, "std", ddof)
 
+    def aggregate(self, *aggs: Any) -> dict[str, Any] | None:
+        """The whole dataset aggregated (``Count()``, ``Sum("x")``, a custom `AggregateFn`),
+        as a dict of the aggregations' names, as Ray Data returns it."""
+        rows = self.groupby(None).aggregate(*aggs).take_all()
+        return rows[0] if rows else None
+
     def unique(self, column: str, **kwargs: Any) -> list[Any]:
         rows = self.groupby(column).count().take_all()
         return [r[column] for r in rows]

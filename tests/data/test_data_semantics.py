@@ -117,3 +117,28 @@ def test_an_aggregate_over_many_blocks_sees_each_block_as_it_is() -> None:
         lambda b: {"n": np.array([len(b["id"])]), "s": np.array([b["id"].sum()])})
     assert ds.max("n") == 20 and ds.sum("n") == 1000 and ds.sum("s") == 499500
     assert ds.count() == 50 and ds.min("n") == 20
+
+
+def test_custom_aggregate_fn_and_std_ddof_per_group_as_pandas_computes_them() -> None:
+    from nbdist.data import AggregateFn, Count, Std
+
+    df = _frame().dropna(subset=["s"]).fillna({"f": 0.0})
+    ds = rd.from_pandas([df.iloc[i:i + 50] for i in range(0, len(df), 50)])
+    span = AggregateFn(init=lambda key: (np.inf, -np.inf), merge=None, name="span(v)",
+                       accumulate_row=lambda acc, row: (min(acc[0], row["v"]),
+                                                        max(acc[1], row["v"])),
+                       finalize=lambda acc: acc[1] - acc[0])
+    squares = AggregateFn(lambda key: 0.0, lambda a, b: a + b, "sq(f)",
+                          accumulate_block=lambda acc, t: acc + float((t["f"].to_numpy() ** 2)
+                                                                      .sum()))
+    got = ds.groupby("s").aggregate(Count(), span, squares, Std("f", ddof=0)).to_pandas()
+    g = df.groupby("s")
+    assert got["s"].tolist() == sorted(df["s"].unique())
+    assert got["count()"].tolist() == g.size().tolist()
+    assert got["span(v)"].tolist() == (g["v"].max() - g["v"].min()).tolist()
+    assert np.allclose(got["sq(f)"], g["f"].apply(lambda f: (f ** 2).sum()))
+    assert np.allclose(got["std(f)"], g["f"].std(ddof=0))
+    assert np.allclose(ds.groupby("s").std("f", ddof=2).to_pandas()["std(f)"],
+                       g["f"].std(ddof=2))
+    whole = ds.aggregate(Count(), span)
+    assert whole == {"count()": len(df), "span(v)": df["v"].max() - df["v"].min()}
