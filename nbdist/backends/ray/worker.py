@@ -300,6 +300,10 @@ def install() -> None:
         job_sink()
         sys.stdout = CapturedStream(sys.stdout, "stdout")
         sys.stderr = CapturedStream(sys.stderr, "stderr")
+        from nbdist.backends.ray import breakpoints
+
+        # breakpoint() says which debugger attaches, then stops as Ray's
+        breakpoints.install(lambda: getattr(current.get(), "name", "?"))
         _installed = True
 
 
