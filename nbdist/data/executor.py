@@ -214,7 +214,8 @@ class _Group:
             return stream
         label = "->".join(n for n in self.names if n)
         if self.special is not None and self.special.compute == "actors":
-            return actor_stage(stream, self.chain, self.special, label, exe, progress.add(label))
+            return actor_stage(stream, self.chain, self.special, label, exe, progress.add(label),
+                               upstream=not self.reads)
         args = self.special.remote_args if self.special is not None else {}
         per_task = 1
         if num_blocks and self.chain and self.chain[-1].kind == "partial":
@@ -258,22 +259,38 @@ def _resolve(ref: Any, meta_ref: Any, stats: OpStats) -> BlockRef:
     return BlockRef(ref, meta)
 
 
-def _pool_size(concurrency: Any) -> int:
+def _pool_size(concurrency: Any) -> tuple[int, int]:
+    """The pool's (first, most) actors: ``n`` is a fixed pool, ``(min, max)`` one that grows."""
     if concurrency is None:
-        return 1
+        return 1, 1
     if isinstance(concurrency, int):
-        return max(1, concurrency)
-    return max(1, int(concurrency[0]))
+        return max(1, concurrency), max(1, concurrency)
+    low = max(1, int(concurrency[0]))
+    return low, max(low, int(concurrency[1]) if len(concurrency) > 1 else low)
+
+
+def _room_for(args: dict[str, Any], spare_cpus: float) -> bool:
+    """Whether the cluster has the resources of one more actor free now, and ``spare_cpus``
+    besides (a pool grows only then: an actor waiting for CPUs would hold its blocks, and
+    upstream tasks need CPUs that the pool must leave them)."""
+    free = nbdist.available_resources()
+    return all(free.get(key, 0.0) >= float(args.get(opt) or 0.0) + spare
+               for key, opt, spare in (("CPU", "num_cpus", spare_cpus),
+                                       ("GPU", "num_gpus", 0.0)))
 
 
 def actor_stage(inputs: Iterator[Item], chain: list[Transform], op: MapOp, label: str,
-                exe: ExecContext, stats: OpStats) -> Iterator[BlockRef]:
+                exe: ExecContext, stats: OpStats, upstream: bool = True) -> Iterator[BlockRef]:
+    """``upstream``: the input comes from tasks of an earlier stage (they need a CPU that a
+    growing pool must leave free), not from the pool's own fused reads."""
     args = {"num_cpus": 1, **op.remote_args}
     cls = nbdist.remote(**args)(MapWorker)
+    first, most = _pool_size(op.concurrency)
     with exe.mark(label, "control"):
-        actors = [cls.remote(chain) for _ in range(_pool_size(op.concurrency))]
+        actors = [cls.remote(chain) for _ in range(first)]
     per_actor = exe.data_context.max_tasks_in_flight_per_actor
     load = [0] * len(actors)
+    started = [False] * len(actors)  # it returned a block: it holds its resources
     inflight: deque[list[Any]] = deque()
 
     def submit(group: list[Item], index: int, idx: int) -> list[Any]:
@@ -290,6 +307,7 @@ def actor_stage(inputs: Iterator[Item], chain: list[Transform], op: MapOp, label
             try:
                 out = _resolve(ref, meta_ref, stats)
                 load[idx] -= 1
+                started[idx] = True
                 return out
             except ActorDiedError:
                 if tries >= _ACTOR_RESTARTS:
@@ -304,6 +322,15 @@ def actor_stage(inputs: Iterator[Item], chain: list[Transform], op: MapOp, label
     try:
         for index, group in enumerate(bundles(inputs, bundle_rows(chain))):
             while min(load) >= per_actor:
+                if len(actors) < most and all(started) and \
+                        _room_for(args, 1.0 if upstream else 0.0):
+                    # Every actor is busy and there is more input: the pool grows by one
+                    # (Ray Data's autoscaling pool, up to its max).
+                    with exe.mark(label, "control"):
+                        actors.append(cls.remote(chain))
+                    load.append(0)
+                    started.append(False)
+                    break
                 yield pop()
             stats.submitted()
             inflight.append(submit(group, index, load.index(min(load))))

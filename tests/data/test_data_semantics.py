@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from polling import poll
 
 from nbdist import data as rd
 
@@ -142,3 +143,30 @@ def test_custom_aggregate_fn_and_std_ddof_per_group_as_pandas_computes_them() ->
                        g["f"].std(ddof=2))
     whole = ds.aggregate(Count(), span)
     assert whole == {"count()": len(df), "span(v)": df["v"].max() - df["v"].min()}
+
+
+class _Pid:
+    def __call__(self, batch: dict) -> dict:
+        import os
+        import time
+
+        time.sleep(0.05)  # deliberate sleep: a block's work, so the pool is busy
+        return {"pid": np.full(len(batch["id"]), os.getpid())}
+
+
+def test_an_actor_pool_with_min_and_max_grows_while_there_is_room() -> None:
+    import nbdist
+
+    # (1, 2) on 2 CPUs, the reads fused into the actors: the pool grows to 2 actors.
+    grown = rd.range(200, override_num_blocks=20).map_batches(_Pid, concurrency=(1, 2))
+    assert len(set(grown.to_pandas()["pid"])) == 2
+    # (1, 4): never more actors than the CPUs free (a third and fourth could not start),
+    # and the pipeline finishes.
+    capped = rd.range(200, override_num_blocks=20).map_batches(_Pid, concurrency=(1, 4))
+    assert 1 <= len(set(capped.to_pandas()["pid"])) <= 2
+    # With a task stage before it (its own CPUs), the pool leaves a CPU to those tasks.
+    upstream = rd.range(200, override_num_blocks=20).map_batches(
+        lambda b: b, num_cpus=1).map_batches(_Pid, concurrency=(1, 2))
+    assert len(upstream.to_pandas()) == 200
+    poll(lambda: nbdist.available_resources().get("CPU") == 2.0, timeout=10,
+         what="every actor of the pools released")
