@@ -28,6 +28,7 @@ from nbdist.rllib.algorithms.algorithm_config import AlgorithmConfig, NotProvide
 from nbdist.rllib.core import DEFAULT_MODULE_ID
 from nbdist.rllib.core.learner.learner import Learner
 from nbdist.rllib.core.rl_module.rl_module import action_distribution
+from nbdist.rllib.env.env_runner_group import WAIT_S
 from nbdist.rllib.env.single_agent_episode import SingleAgentEpisode
 
 # What a runner's death looks like to the caller (an error the env raised is not one).
@@ -136,7 +137,10 @@ class A3C(A2C):
         sums: dict[str, float] = {}
         updates = 0
         while applied < int(config.train_batch_size):
-            ready, _ = nbdist.wait(list(pending), num_returns=1)
+            # In short steps (WAIT_S): a notebook shows the run's view, not a progress bar.
+            ready, _ = nbdist.wait(list(pending), num_returns=1, timeout=WAIT_S)
+            if not ready:
+                continue
             index = pending.pop(ready[0])
             try:
                 result = nbdist.get(ready[0])

@@ -31,6 +31,7 @@ from nbdist.rllib.algorithms.es.es_rl_module import ESRLModule
 from nbdist.rllib.algorithms.es.es_utils import Adam, es_gradient
 from nbdist.rllib.core import DEFAULT_MODULE_ID
 from nbdist.rllib.core.rl_module.rl_module import RLModuleSpec
+from nbdist.rllib.env.env_runner_group import WAIT_S
 
 
 class ESConfig(AlgorithmConfig):
@@ -128,6 +129,9 @@ class ES(Algorithm):
                     seeds[i::tasks], sigma)
                 for i in range(tasks)]
         try:
+            # In short steps (WAIT_S): a notebook shows the run's view, not a progress bar.
+            while nbdist.wait(refs, num_returns=len(refs), timeout=WAIT_S)[1]:
+                pass
             results = nbdist.get(refs)
         except KeyboardInterrupt:  # an interrupted cell leaves no rollout running
             for ref in refs:
