@@ -557,11 +557,14 @@ class CoreClient:
                 ev.publish_later(ev.WaitBegun, (_T(), wait_id, "get", tuple(oids),
                                                 len(oids), len(oids) - len(missing),
                                                 self._tag(), ev.current_library_call()))
-            ok = self._block(missing, len(missing), timeout,
-                             (wait_id, len(oids) - len(missing), len(oids)) if wait_id else None)
-            if wait_id:
-                ready = sum(1 for o in oids if o in cache)
-                ev.publish_later(ev.WaitDone, (_T(), wait_id, ready, len(oids), not ok))
+            ok = False
+            try:
+                ok = self._block(missing, len(missing), timeout, (
+                    wait_id, len(oids) - len(missing), len(oids)) if wait_id else None)
+            finally:  # also when interrupted: the views and %nbdist why see it end
+                if wait_id:
+                    ready = sum(1 for o in oids if o in cache)
+                    ev.publish_later(ev.WaitDone, (_T(), wait_id, ready, len(oids), not ok))
             if not ok:
                 raise GetTimeoutError(
                     f"get() timed out after {timeout} s with {len(missing)} of {len(oids)} "
@@ -589,11 +592,14 @@ class CoreClient:
                                           tuple(r.hex() for r in refs), num_returns, ready_now,
                                           self._tag(), ev.current_library_call()))
             missing = [r.id for r in refs if r.id not in cache]
-            ok = self._block(missing, num_returns - ready_now, timeout,
-                             (wait_id, ready_now, len(refs)) if wait_id else None)
-            if wait_id:
-                n_ready = sum(1 for r in refs if r.id in cache)
-                self.publish(ev.WaitDone(_T(), wait_id, n_ready, len(refs), not ok))
+            ok = False
+            try:
+                ok = self._block(missing, num_returns - ready_now, timeout,
+                                 (wait_id, ready_now, len(refs)) if wait_id else None)
+            finally:  # also when interrupted (as get)
+                if wait_id:
+                    n_ready = sum(1 for r in refs if r.id in cache)
+                    self.publish(ev.WaitDone(_T(), wait_id, n_ready, len(refs), not ok))
         elif timeout == 0:
             self._request([r.id for r in refs if r.id not in cache])
         ready: list[ObjectRef] = []

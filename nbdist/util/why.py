@@ -1,8 +1,8 @@
 """Why a ``get``/``wait`` waits: the chain from its refs down to the cause (public API).
 
-    why(wait_id=None) -> str   about the newest get/wait of this driver still blocked (else
-                               the newest one): for each value not ready, what its task is
-                               doing and, if it is not running, what holds it
+    why(wait_id=None) -> str   about the newest get/wait of this driver (its user's, not a
+                               library's): for each value not ready, what its task is doing
+                               and, if it is not running, what holds it
 
 Built on the event stream only (`nbdist.events.recent`) plus the cluster's free and total
 resources and its placement groups (`placement_group_table`), so it explains what the stream
@@ -136,8 +136,10 @@ def explain(records: Iterable[Any], wait_id: int | None, cluster: Cluster) -> st
     if not fold.waits:
         return "No get() or wait() of this driver is in the event history."
     if wait_id is None:
-        blocked = [w for w, (_, done) in fold.waits.items() if not done]
-        wait_id = max(blocked) if blocked else max(fold.waits)
+        # The newest of the user's own (a library's controller waits too): the one blocked now
+        # when asked from another thread, else the last one a cell made.
+        own = [w for w, (begun, _) in fold.waits.items() if begun.library_call is None]
+        wait_id = max(own or fold.waits)
     if wait_id not in fold.waits:
         return f"get()/wait() {wait_id} is not in the event history (any longer)."
     begun, done = fold.waits[wait_id]

@@ -265,6 +265,12 @@ def test_interrupting_the_prompt_cancels_the_cells_paused_task(
                              "except Exception as exc:\n    print('ended:', type(exc).__name__)")
     assert "ended:" in ended and "GetTimeout" not in ended
     nothing_paused(shared_kernel)  # the interrupted cell's paused task was cancelled
+    # The interrupted get ended on the event stream too (the views and %nbdist why see it).
+    unended = shared_kernel.ok(
+        "from nbdist import events as ev\n"
+        "print(sorted({e.wait_id for e in ev.recent() if isinstance(e, ev.WaitBegun)}"
+        " - {e.wait_id for e in ev.recent() if isinstance(e, ev.WaitDone)}))")
+    assert unended.strip() == "[]", unended
 
 
 def test_why_names_a_placement_group_not_placed_and_a_step_hold(shared_kernel: KernelSession,
@@ -285,10 +291,12 @@ try:
 except nbdist.exceptions.GetTimeoutError:
     print("timed out")
 """)
-    text = shared_kernel.ok("%nbdist why")
-    assert "a placement group's ready(): the group is not placed yet" in text, text
-    assert "trainers PENDING, bundles [{'CPU': 2" in text and "CPU 0/2" in text, text
-    gate.write_text("open")
+    try:
+        text = shared_kernel.ok("%nbdist why")
+        assert "a placement group's ready(): the group is not placed yet" in text, text
+        assert "trainers PENDING, bundles [{'CPU': 2" in text and "CPU 0/2" in text, text
+    finally:
+        gate.write_text("open")  # the later tests need the CPUs back
     shared_kernel.ok("nbdist.get(pg.ready(), timeout=60)\nremove_placement_group(pg)\n"
                      "assert nbdist.get(hogging, timeout=60)")
     text = shared_kernel.ok("""

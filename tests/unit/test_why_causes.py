@@ -87,3 +87,16 @@ def test_step_through_mode_holding_it() -> None:
 def test_an_unknown_wait_is_said_to_be_gone() -> None:
     records = [submitted("t1", "leaf"), get("t1.r")]
     assert "not in the event history" in explain(records, 99, cluster())
+
+
+def test_the_newest_wait_of_the_user_is_explained() -> None:
+    # An older get that never ended (its end not recorded) and a library's newer wait do not
+    # take the place of the user's last get.
+    records = [submitted("t1", "old"), get("t1.r", wait_id=1),
+               submitted("t2", "new"), get("t2.r", wait_id=2),
+               ev.WaitDone(3.0, 2, 0, 1, True),
+               submitted("t3", "poll", library=("tune", "run", "", "poll")),
+               ev.WaitBegun(3.5, 3, "wait", ("t3.r",), 1, 0, None,
+                            ("tune", "run", "", "poll"))]
+    text = explain(records, None, cluster(free=2.0))
+    assert "The last get()" in text and "'new' (t2)" in text and "'old'" not in text
