@@ -3,7 +3,7 @@ frontends, with every request off this machine aborted:
 
 - JupyterLab: the view in a cell's output fills its graph live as a later cell runs tasks;
   after a Tune search, its graph shows the trials (one lane each) and no Tune plumbing until
-  "library calls" is ticked;
+  "library calls" is ticked; a running task selected in it shows its current stack;
 - Notebook 7 (the ``notebook`` package, started here): the same view renders and fills up
   live, with no code of Notebook 7's own;
 - a static HTML export (nbconvert, no widget state, as a notebook saved without it): the last
@@ -62,6 +62,21 @@ tune.Tuner(trainable, param_space={"lr": tune.grid_search([0.1, 1.0])},
 """
 
 
+GATED = """
+import os, time
+
+@nbdist.remote
+def at_gate(path):
+    def hold_here():
+        while not os.path.exists(path):
+            time.sleep(0.05)  # the task's work: waiting for the test to open the gate
+        return "open"
+    return hold_here()
+
+gated = at_gate.remote(GATE)
+"""
+
+
 def _block_outside(page: Any) -> list[str]:
     outside: list[str] = []
 
@@ -77,7 +92,7 @@ def _node_count(page: Any, selector: str = NODES) -> int:
 
 
 def test_the_view_fills_up_live_in_a_lab_cell_and_folds_a_tune_search(
-        lab: LabServer, notebook: NotebookPage) -> None:
+        lab: LabServer, notebook: NotebookPage, tmp_path: Path) -> None:
     page = notebook.page
     outside = _block_outside(page)
     notebook.run_cell("import nbdist\nnbdist.init(num_cpus=2)")
@@ -104,6 +119,19 @@ def test_the_view_fills_up_live_in_a_lab_cell_and_folds_a_tune_search(
         arg=f'{NODES}[data-library-role="control"]')
     # The toggle's state reached the kernel's widget.
     notebook.run_cell("assert view.widget.show_internal")
+
+    # A selected running task shows its current stack in the view's details too (asked over
+    # the widget's own messages: the kernel is idle while the task runs).
+    gate = tmp_path / "gate"
+    notebook.run_cell(GATED.replace("GATE", repr(str(gate))))
+    item = page.locator(f'{NODES}[data-task-name="at_gate"][data-task-state="running"]').first
+    item.wait_for(state="attached")
+    item.dispatch_event("click")
+    page.wait_for_function(
+        "(sel) => [...document.querySelectorAll(sel)].some(s => "
+        "s.textContent.includes('in hold_here'))", arg=f"{INLINE} pre.nbdist-stack")
+    gate.write_text("open")
+    notebook.run_cell("assert nbdist.get(gated, timeout=60) == 'open'")
     notebook.run_cell("view.close()\nnbdist.shutdown()")
     assert outside == [], outside
 
