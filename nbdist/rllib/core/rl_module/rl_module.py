@@ -83,6 +83,23 @@ def action_distribution(space: Any, inputs: torch.Tensor) -> torch.distributions
         torch.distributions.Normal(mean, torch.exp(log_std.clamp(-20.0, 2.0))), 1)
 
 
+def sample_categorical(logits: np.ndarray, explore: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Actions drawn from categorical ``logits`` [B, n] (the most likely ones unless
+    ``explore``) and their log-probabilities; the uniform draws come from torch's generator,
+    so ``torch.manual_seed`` seeds them."""
+    logits = logits.astype(np.float64)
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    logp_all = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    if explore:
+        u = torch.rand(len(logits), 1, dtype=torch.float64).numpy()
+        cdf = np.cumsum(np.exp(logp_all), axis=-1)
+        actions = np.minimum((u > cdf).sum(axis=-1), logits.shape[-1] - 1)
+    else:
+        actions = logits.argmax(axis=-1)
+    logp = logp_all[np.arange(len(logits)), actions].astype(np.float32)
+    return actions.astype(np.int64), logp
+
+
 class RLModule(nn.Module):
     """Base of every module (see the module docstring for the contract)."""
 
@@ -132,6 +149,12 @@ class RLModule(nn.Module):
                         t: int = 0) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         batch = {"obs": self.preprocess(obs)}
         out = self.forward_exploration(batch) if explore else self.forward_inference(batch)
+        if is_discrete(self.action_space):  # numpy: a fraction of torch.distributions' cost
+            actions_np, logp = sample_categorical(out["action_dist_inputs"].numpy(), explore)
+            extras = {"action_logp": logp}
+            if "vf_preds" in out:
+                extras["vf_preds"] = out["vf_preds"].numpy()
+            return actions_np, extras
         dist = action_distribution(self.action_space, out["action_dist_inputs"])
         if explore:
             actions = dist.sample()
@@ -180,7 +203,7 @@ class ActorCriticMLPModule(RLModule):
         return {"action_dist_inputs": self.pi(self.encoder(batch["obs"]))}
 
     def forward_exploration(self, batch: dict[str, Any]) -> dict[str, Any]:
-        return self.forward_train(batch)
+        return self.forward_inference(batch)  # the learner computes the values itself
 
     def forward_train(self, batch: dict[str, Any]) -> dict[str, Any]:
         features = self.encoder(batch["obs"])
