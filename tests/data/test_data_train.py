@@ -41,3 +41,28 @@ def test_torch_trainer_ranks_read_disjoint_equal_shards(tmp_path: Path) -> None:
     history = result.metrics_dataframe
     assert list(history["rows"]) == [500, 500]  # rank 0's two epochs: half of 1001, equal
     assert list(history["steps"]) == [16, 16]
+
+
+def _scored(config: dict, train_ds: object) -> None:
+    from nbdist import tune
+
+    ds = train_ds.map_batches(lambda b: {"y": b["id"] * config["a"]})  # type: ignore[attr-defined]
+    tune.report({"total": ds.sum("y"), "rows": ds.count()})
+
+
+@pytest.mark.timeout(120)
+def test_tune_passes_a_dataset_to_every_trial_with_parameters(tmp_path: Path) -> None:
+    from nbdist import tune
+
+    ds = rd.range(100, override_num_blocks=4)
+    # One trial at a time: a trial's actor holds one CPU, and its dataset's tasks need the
+    # other (two trials at once would hold both, and their data tasks would wait forever,
+    # as on Ray).
+    grid = tune.Tuner(
+        tune.with_parameters(_scored, train_ds=ds),
+        param_space={"a": tune.grid_search([1, 2])},
+        tune_config=tune.TuneConfig(metric="total", mode="max", max_concurrent_trials=1),
+        run_config=tune.RunConfig(name="data_params", storage_path=str(tmp_path), verbose=0),
+    ).fit()
+    assert sorted((r.config["a"], r.metrics["total"], r.metrics["rows"]) for r in grid) == [
+        (1, 4950, 100), (2, 9900, 100)]
