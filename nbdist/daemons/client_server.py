@@ -470,7 +470,7 @@ class _NodeLink(transport.Connection):
                 self._on_messages(msgs)
                 if not data:
                     break
-        except OSError as exc:
+        except (OSError, ValueError) as exc:  # ValueError: select on a socket just closed
             if not self.closed:
                 error = exc
         except BaseException as exc:
