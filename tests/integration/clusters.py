@@ -67,3 +67,14 @@ def start_head(cli: Cli, *args: str) -> str:
     assert re.search(rf"nbdist start --address \S+:{port} --token [0-9a-f]{{64}}"
                      rf"( --host ADDRESS)?\n", out), out
     return address
+
+
+def shm_orphans(paths: set[str]) -> list[str]:
+    """The shared-memory files of ``paths`` whose process (named after "nbdist-") is gone:
+    files of clusters that other programs run meanwhile on this machine are not this test's."""
+    out = []
+    for path in sorted(paths):
+        pid = path.rsplit("/", 1)[1].split("-")[1]
+        if not (pid.isdigit() and alive(int(pid))):
+            out.append(path)
+    return out

@@ -7,7 +7,7 @@ from __future__ import annotations
 import glob
 
 import pytest
-from clusters import Cli, alive, start_head
+from clusters import Cli, alive, shm_orphans, start_head
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.nbdist_only]
 
@@ -22,7 +22,8 @@ def test_stop_force_kills_at_once_and_leaves_nothing(cli: Cli) -> None:
     for pid in pids:
         assert str(pid) in out and not alive(pid)
     assert not list(cli.state.iterdir())
-    assert not set(glob.glob("/dev/shm/nbdist-*")) - shm_before
+    assert not shm_orphans(set(glob.glob("/dev/shm/nbdist-*")) - shm_before)
+
 
 
 def test_stop_short_force_and_grace_period(cli: Cli) -> None:

@@ -86,6 +86,8 @@ def test_nodes_are_added_used_and_removed_as_in_rays_tests(cli: Cli) -> None:
 
 
 def test_a_removed_nodes_task_runs_again_on_another(cli: Cli, tmp_path: Path) -> None:
+    marks = tmp_path / "marks"  # the task's marks alone (cli keeps its state in tmp_path too)
+    marks.mkdir()
     done = cli.python(f"""
         import os
         import nbdist as ray
@@ -95,7 +97,7 @@ def test_a_removed_nodes_task_runs_again_on_another(cli: Cli, tmp_path: Path) ->
         cluster = Cluster(initialize_head=True, head_node_args={{"num_cpus": 1}})
         other = cluster.add_node(num_cpus=1)
         ray.init(address=cluster.address)
-        marks = {str(tmp_path)!r}
+        marks = {str(marks)!r}
 
         @ray.remote(max_retries=1)
         def slow(i):
@@ -112,7 +114,7 @@ def test_a_removed_nodes_task_runs_again_on_another(cli: Cli, tmp_path: Path) ->
     """, timeout=150)
     assert done.returncode == 0, done.stderr + done.stdout
     assert done.stdout.split() == ["True"]
-    assert len(list(tmp_path.iterdir())) == 3  # one task ran twice
+    assert len(list(marks.iterdir())) == 3  # one task ran twice
 
 
 @pytest.mark.parametrize("end", ["killed", "exits without shutdown"])
