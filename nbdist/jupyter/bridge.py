@@ -595,12 +595,33 @@ def debug_query(what: str, target: str) -> dict[str, Any]:
 
         text = stacks(target, timeout=STACK_TIMEOUT_S) if target else ""
     elif what == "why":
-        from nbdist.util.why import why
-
-        text = why(int(target))
+        text = _why(target)
     else:
         return {"status": "error", "message": f"unknown debug query {what!r}"}
     return {"status": "ok", "what": what, "target": target, "text": text}
+
+
+# `why` folds the whole event history (a second for some 100,000 records): an answer is
+# reused for WHY_REUSE times as long as it took (at least WHY_MIN_S), so however often views
+# ask, it costs the kernel a tenth of a core at most.
+WHY_REUSE = 10
+WHY_MIN_S = 2.0
+_whys: dict[str, tuple[float, str]] = {}  # wait id -> (reusable until, answer)
+
+
+def _why(target: str) -> str:
+    from nbdist.util.why import why
+
+    now = time.monotonic()
+    kept = _whys.get(target)
+    if kept is not None and now < kept[0]:
+        return kept[1]
+    text = why(int(target))
+    took = time.monotonic() - now
+    if len(_whys) > 100:
+        _whys.clear()
+    _whys[target] = (now + took + max(WHY_MIN_S, WHY_REUSE * took), text)
+    return text
 
 
 def _debug_request(kernel: Any, stream: Any, idents: Any, msg: dict[str, Any]) -> None:

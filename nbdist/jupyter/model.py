@@ -394,7 +394,8 @@ class Model:
     def _move(self, task: TaskRecord, state: str) -> None:
         if state != SCHEDULED:
             task.held = False  # started or ended (or waiting for its arguments to retry)
-        task.paused = None  # a paused task goes on only running (its next record ends it)
+        if state != RUNNING:  # (its pause may be recorded before its start)
+            task.paused = None
         totals = self._totals
         totals[task.state] -= 1
         totals[state] += 1
@@ -447,7 +448,7 @@ class Model:
 
     def _task_paused(self, e: ev.TaskPaused) -> None:
         task = self._tasks.get(e.task_id)  # (none once grouped)
-        if task is not None and task.state == RUNNING:
+        if task is not None and task.state not in TERMINAL:  # (or not seen started yet)
             task.paused = e.where if e.paused else None
             self._dirty.tasks.add(task.id)
 

@@ -23,3 +23,13 @@ def test_a_paused_task_carries_where_until_it_goes_on_or_ends() -> None:
     task = model.snapshot()["tasks"]["a"]
     assert task["state"] == "finished" and "paused" not in task
     assert "task_paused" in model.kinds()
+
+
+def test_a_pause_recorded_before_the_start_is_kept() -> None:
+    # The pause travels on the task's output, its start on another path: either comes first.
+    model = Model()
+    model.apply([ev.TaskSubmitted(1.0, "a", "f", (), ("a.r",), None, None, "cell-1"),
+                 ev.TaskPaused(1.1, "a", "f", 7, "n1", "cell.py:3 (f)"),
+                 ev.TaskStarted(1.2, "a", "f", "n1", 7)])
+    task = model.snapshot()["tasks"]["a"]
+    assert task["state"] == "running" and task["paused"] == "cell.py:3 (f)"
