@@ -139,7 +139,6 @@ class Algorithm(Trainable):
         self.module_spec = config.get_rl_module_spec(self.observation_space, self.action_space)
         self.module = self.module_spec.build()
         self.module.eval()
-        self.learner = self.build_learner()
         self.run_name = f"{type(self).__name__}_{self.env_name}_{next(_names)}"
         self.counters: dict[str, int] = collections.defaultdict(int)
         window = int(config.metrics_num_episodes_for_smoothing)
@@ -154,7 +153,14 @@ class Algorithm(Trainable):
         self.env_runner_group = EnvRunnerGroup(
             config=config, env_creator=self.env_creator, env_name=self.env_name,
             module_spec=self.module_spec, run_name=self.run_name,
-            module_state=self.module.get_state(), on_restart=self._runner_restarted)
+            module_state=self.module.get_state(), on_restart=self._runner_restarted,
+            wait_ready=False)
+        try:  # the learner is built while the runners' processes start
+            self.learner = self.build_learner()
+            self.env_runner_group.wait_ready()
+        except BaseException:
+            self.env_runner_group.stop()
+            raise
         self._runner_steps: dict[int, int] = collections.defaultdict(int)
         self._published = False  # the first record goes out with the first train()
 

@@ -44,7 +44,7 @@ class EnvRunnerGroup:
     def __init__(self, *, config: Any, env_creator: Any, env_name: str, module_spec: Any,
                  run_name: str, num_env_runners: int | None = None,
                  module_state: dict[str, Any] | None = None, on_restart: Any = None,
-                 local: bool | None = None) -> None:
+                 local: bool | None = None, wait_ready: bool = True) -> None:
         self.config = config
         self.run_name = run_name
         self.num_env_runners = int(config.num_env_runners if num_env_runners is None
@@ -62,12 +62,21 @@ class EnvRunnerGroup:
         self.local_env_runner: SingleAgentEnvRunner | None = None
         self.actors: list[Any] = []
         self.placement_group: Any = None
+        self._starting: list[Any] = []  # the runners' first calls, until wait_ready()
         if self.num_env_runners == 0 or local:
             self.local_env_runner = SingleAgentEnvRunner(worker_index=0,
                                                          module_state=module_state,
                                                          **self._kwargs)
         if self.num_env_runners > 0:
             self._start_actors()
+            if wait_ready:
+                self.wait_ready()
+
+    def wait_ready(self) -> None:
+        """Wait until every runner has started (built its envs and module); an env that
+        cannot be built raises here."""
+        starting, self._starting = self._starting, []
+        _gather(starting)
 
     # --- actors ---------------------------------------------------------------------------
     def _mark(self, index: int, role: str = "control") -> tuple[str, str, str, str]:
@@ -89,8 +98,8 @@ class EnvRunnerGroup:
                     f"({nbdist.available_resources().get('CPU', 0)} CPU free): lower "
                     "num_env_runners or num_cpus_per_env_runner")
         self.actors = [self._make_actor(i) for i in range(1, self.num_env_runners + 1)]
-        _gather([a.ping.options(library_call=self._mark(i + 1)).remote()
-                 for i, a in enumerate(self.actors)])
+        self._starting = [a.ping.options(library_call=self._mark(i + 1)).remote()
+                          for i, a in enumerate(self.actors)]
 
     def _make_actor(self, index: int) -> Any:
         from nbdist.util.scheduling_strategies import PlacementGroupSchedulingStrategy
