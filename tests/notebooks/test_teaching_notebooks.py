@@ -124,10 +124,13 @@ def test_09_es_a2c_and_ppo_reach_their_stated_returns(run_notebook, cell_text) -
     assert float(ppo[1]) >= 475 and int(ppo[2]) < 100, ppo[0]
     assert float(find(cells, r"one greedy episode with compute_single_action: return (\d+)")[1]) > 200
     # the PPO run's live view, in the cell that trains
+    # (a long wait may add its own progress bar, an IntProgress: the run view is the VBox)
     cell = next(c for c in nb.cells if c.cell_type == "code" and "algo.train()" in c.source)
     views = [o for o in cell.outputs if o.output_type == "display_data"
-             and "application/vnd.jupyter.widget-view+json" in o.data]
+             and "application/vnd.jupyter.widget-view+json" in o.data
+             and o.data.get("text/plain", "").startswith("VBox")]
     assert len(views) == 1, f"{len(views)} live views in the cell that trains PPO"
+    assert "rllib · PPO_CartPole-v1_" in views[0].data["text/plain"]
 
 
 def test_08_tune_grid_random_asha_hyperband_and_a_tuned_training_loop(run_notebook,

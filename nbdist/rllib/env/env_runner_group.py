@@ -25,9 +25,9 @@ from typing import Any
 import nbdist
 from nbdist.rllib.env.env_runner import SingleAgentEnvRunner
 
-# The driver waits on its runners in steps this short: a library's wait shows no progress bar
-# in a notebook (a bar opens for a get or wait blocked over a second; the run's view is the
-# algorithm's display).
+# The driver waits on its runners in steps this short, so that a notebook shows the run's view
+# rather than a progress bar per iteration (a bar opens for a get or wait still blocked after a
+# second; on a loaded machine one may still open now and then).
 WAIT_S = 0.5
 
 
