@@ -4,7 +4,8 @@ What ``config.build_algo()`` builds, and what ``train()`` does each iteration::
 
     driver                                              actors (one placement group)
     Algorithm.setup:  env creator resolved, spaces read from one env, module built (torch),
-                      learner built, EnvRunnerGroup started ───────> env_runner 1 .. N
+                      EnvRunnerGroup started ──────────────────────> env_runner 1 .. N
+                      learner built while they start, then waits for them
     Algorithm.train:  training_step()  ── sample_episodes() ───────> runner.sample(weights ref)
                         (the subclass)  <── episodes + returns ──────
                                         ── learner update (driver) ──
@@ -61,10 +62,10 @@ driver), ``self.learner``, ``self.env_runner_group``, ``self.observation_space``
 
 The algorithm is also a Tune ``Trainable`` (``step`` = ``train``, ``save_checkpoint`` =
 ``save_to_path``), so ``tune.Tuner(PPO, param_space=config)`` runs it as a trial. In the driver
-each iteration publishes a ``RunUpdate`` (library ``"rllib"``, run = ``self.run_name``, member
-``"learner"``) whose metrics are the return and the step counts: the live view draws the
-learning curve like a Train run's; runner calls are marked as the library's
-(``library_call``). Interrupting ``train()`` (KeyboardInterrupt) stops the algorithm: its
+each iteration, from the first ``train()`` on, publishes ``RunUpdate`` records (library
+``"rllib"``, run = ``self.run_name``): member ``"learner"`` with the return and the step counts
+(the live view draws the learning curve like a Train run's) and one member ``"env_runner N"``
+per runner with its env steps; runner calls are marked as the library's (``library_call``). Interrupting ``train()`` (KeyboardInterrupt) stops the algorithm: its
 runners are killed and the placement group removed before the interrupt goes on.
 """
 
