@@ -161,6 +161,13 @@ def test_an_env_that_raises_is_reported_with_its_traceback(cluster: None) -> Non
         algo.stop()
 
 
+def test_multi_agent_policies_say_they_are_not_supported_yet() -> None:
+    config = small_ppo().multi_agent(policies={"p0", "p1"},
+                                     policy_mapping_fn=lambda aid, *a, **k: "p0")
+    with pytest.raises(NotImplementedError, match="multi-agent"):
+        config.build_algo()
+
+
 def test_an_unknown_env_name_says_what_an_env_can_be() -> None:
     with pytest.raises(ValueError, match="register_env"):
         PPOConfig().environment("NoSuchEnv-v9").build_algo()

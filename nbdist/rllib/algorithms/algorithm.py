@@ -123,9 +123,9 @@ class Algorithm(Trainable):
         from nbdist.rllib.env.env_runner_group import EnvRunnerGroup
         from nbdist.rllib.env.utils import make_env_creator, probe_spaces
 
+        config.validate()
         if not nbdist.is_initialized():
             nbdist.init()
-        config.validate()
         config.freeze()
         self.config = config
         if config.seed is not None:

@@ -308,6 +308,12 @@ class AlgorithmConfig:
             raise ValueError("num_env_runners must be >= 0")
         if self.framework_str != "torch":
             raise ValueError("nbdist.rllib runs on torch only")
+        others = set(self.policies or {}) - {"default_policy"}
+        if others:
+            raise NotImplementedError(
+                f"multi-agent training (policies {sorted(others)}) is not there yet: "
+                "nbdist.rllib's env runners step single-agent gymnasium envs; the "
+                "multi_agent() settings are kept in the config (to_dict) only")
 
     def build_algo(self, env: Any = None, logger_creator: Any = None,
                    use_copy: bool = True) -> Any:
