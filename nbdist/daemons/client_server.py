@@ -37,7 +37,6 @@ import logging
 import mmap
 import os
 import pickle
-import select
 import signal
 import socket
 import struct
@@ -342,7 +341,7 @@ class ClientServer:
     def serve(self, lsock: socket.socket, parent_fd: int = -1) -> None:
         watch: list[Any] = [lsock, self._wake_r] + ([parent_fd] if parent_fd >= 0 else [])
         while self.running:
-            ready, _, _ = select.select(watch, [], [], R.ACK_INTERVAL_S)
+            ready = transport.readable(watch, R.ACK_INTERVAL_S)
             if parent_fd >= 0 and parent_fd in ready and not os.read(parent_fd, 64):
                 break
             if lsock in ready:
@@ -462,7 +461,7 @@ class _NodeLink(transport.Connection):
                 msgs = frames[0] if len(frames) == 1 else [m for f in frames for m in f]
                 # More already waiting (the node answers as tasks end): into the same frame.
                 while (len(msgs) < self.BURST and self._reader.direct() is None
-                       and select.select([sock], [], [], 0)[0]):
+                       and transport.readable([sock], 0)):
                     data = self._recv()
                     if not data:
                         break

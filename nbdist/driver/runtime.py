@@ -760,6 +760,8 @@ class CoreClient:
         if self.direct is not None:
             self.direct.close()
         self.conn.close()
+        if self.mode == P.KIND_DRIVER and self.arena is not None:
+            store.detach(self.arena.path)
 
 
 def _no_publish(event: ev.Event) -> None:

@@ -346,6 +346,13 @@ def create_arena(path: str, size: int) -> Arena:
     return arena
 
 
+def detach(path: str) -> None:
+    """Forget this process's mapping of the arena at ``path`` (a driver whose cluster ended):
+    the mapping and its descriptor go once no value read from it is alive (zero-copy arrays
+    a user kept hold the mapping until they go)."""
+    _arenas.pop(path, None)
+
+
 def attach(path: str, size: int) -> Arena | None:
     """This process's mapping of the arena at ``path``, made once; None if it cannot be
     mapped (every write then goes to files)."""

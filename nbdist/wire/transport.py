@@ -41,6 +41,7 @@ import socket
 import ssl
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -198,6 +199,31 @@ def connect(address: str, secret: bytes, timeout: float = 5.0) -> socket.socket:
     return sock
 
 
+
+def readable(objs: list[Any], timeout: float | None = None) -> list[Any]:
+    """Those of ``objs`` (sockets, descriptors) that have something to read, as
+    ``select.select`` gives them, also when a descriptor is past select()'s limit (1024): a
+    process that holds many files (a notebook kernel open for days) still reads its
+    connections."""
+    try:
+        return select.select(objs, [], [], timeout)[0]
+    except ValueError:  # "filedescriptor out of range in select()"
+        pass
+    poller = select.poll()
+    by_fd: dict[int, Any] = {}
+    for obj in objs:
+        fd = obj if isinstance(obj, int) else obj.fileno()
+        by_fd[fd] = obj
+        poller.register(fd, select.POLLIN | select.POLLPRI)
+    events = poller.poll(None if timeout is None else max(0, int(timeout * 1000)))
+    return [by_fd[fd] for fd, _ in events]
+
+
+def _close_fds(fds: tuple[int, ...]) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
 class Connection:
     """Client side of a frame connection: thread-safe sends, one reader thread."""
 
@@ -228,6 +254,11 @@ class Connection:
         self.watch_extra = False
         self._extra_r, self._extra_w = os.pipe()
         os.set_blocking(self._extra_r, False)
+        # The pipes close when nothing can read or write them any more: when the connection
+        # object goes (its reader thread holds it while it runs), not at close(), which other
+        # threads may race with a select on them.
+        weakref.finalize(self, _close_fds, (self._wake_r, self._wake_w, self._extra_r,
+                                            self._extra_w))
         self.closed = False
         self._thread = threading.Thread(target=self._read_loop, name=name, daemon=True)
 
@@ -292,13 +323,19 @@ class Connection:
         if self.closed:
             return False
         if self.extra or self.watch_extra:
-            ready, _, _ = select.select([self.sock, self._extra_r, *self.extra], [], [],
-                                        timeout)
+            watch = [self.sock, self._extra_r, *self.extra]
+            try:
+                ready = select.select(watch, [], [], timeout)[0]
+            except ValueError:
+                ready = readable(watch, timeout)
             self._read_extra(ready)
             if self.sock not in ready:
                 return not self.closed
         else:
-            ready, _, _ = select.select([self.sock], [], [], timeout)
+            try:
+                ready = select.select([self.sock], [], [], timeout)[0]
+            except ValueError:
+                ready = readable([self.sock], timeout)
             if not ready:
                 return True
         data: bytes | memoryview
@@ -328,7 +365,10 @@ class Connection:
                     self._reading = True
                     while not self._borrowers and not self.closed:
                         watch: list[Any] = [self.sock, wake, self._extra_r, *self.extra]
-                        ready, _, _ = select.select(watch, [], [])
+                        try:
+                            ready = select.select(watch, [], [])[0]
+                        except ValueError:
+                            ready = readable(watch)
                         if len(ready) > 1 or ready[0] is not self.sock:
                             self._read_extra(ready)
                         if wake in ready:
