@@ -219,7 +219,10 @@ def readable(objs: list[Any], timeout: float | None = None) -> list[Any]:
     return [by_fd[fd] for fd, _ in events]
 
 
-def _close_fds(fds: tuple[int, ...]) -> None:
+def _close_fds(pid: int, fds: tuple[int, ...]) -> None:
+    if os.getpid() != pid:
+        # A forked child's copy of the object: the numbers may be its own files by now.
+        return
     for fd in fds:
         with contextlib.suppress(OSError):
             os.close(fd)
@@ -257,8 +260,8 @@ class Connection:
         # The pipes close when nothing can read or write them any more: when the connection
         # object goes (its reader thread holds it while it runs), not at close(), which other
         # threads may race with a select on them.
-        weakref.finalize(self, _close_fds, (self._wake_r, self._wake_w, self._extra_r,
-                                            self._extra_w))
+        weakref.finalize(self, _close_fds, os.getpid(), (self._wake_r, self._wake_w,
+                                                         self._extra_r, self._extra_w))
         self.closed = False
         self._thread = threading.Thread(target=self._read_loop, name=name, daemon=True)
 

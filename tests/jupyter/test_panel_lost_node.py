@@ -37,6 +37,8 @@ class RecordingComm:
 
 @pytest.fixture
 def cluster() -> Iterator[Cluster]:
+    if nbdist.is_initialized():  # a cluster an earlier test of this process left attached
+        nbdist.shutdown()
     made = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
     try:
         yield made
