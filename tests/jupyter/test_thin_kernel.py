@@ -91,3 +91,40 @@ def test_interrupting_a_thin_drivers_cell_cancels_its_work(thin_kernel: KernelSe
                "print(cpus, nbdist.get(keep))")
     assert out.split() == ["1.5", "kept"]
     k.ok("%nbdist status")  # the magic asks the cluster through the thin driver, without error
+
+
+def test_the_panel_shows_a_thin_drivers_tasks(remote_cluster: tuple[str, str]) -> None:
+    """The panel's comm in a thin driver's kernel: the DAG of a cell's tasks, run on the
+    cluster, reaches the panel's snapshot and deltas as it does with a local cluster."""
+    from jupyter_client.manager import start_new_kernel
+    from test_bridge import DAG, Panel, fold, poll
+
+    from nbdist.jupyter.model import SCHEMA_VERSION
+
+    address, token = remote_cluster
+    km, kc = start_new_kernel(kernel_name="python3",
+                              env=importable_env(dict(os.environ, NBDIST_TOKEN=token)))
+    panel = Panel(km, kc)
+    try:
+        panel.run("import nbdist, nbdist.jupyter.bridge as b; hub = b.register()\n"
+                  f"nbdist.init({address!r})")
+        comm = panel.open_comm({"schema": SCHEMA_VERSION})
+        first = poll(lambda: panel.comm_data(comm), 30, "the panel's first message")[0]
+        assert first["type"] == "snapshot" and first["cluster"] is True
+        panel.run(DAG)
+        refs = set(panel.output("REFS").split())
+
+        def dag_done() -> bool:
+            tasks = fold(panel.comm_data(comm))["tasks"]
+            ours = [t for t in tasks.values() if refs & set(t["returns"])]
+            return len(ours) == 4 and all(t["state"] == "finished" for t in ours)
+
+        poll(dag_done, 60, "deltas showing the cell's 4 tasks finished")
+        assert poll(lambda: fold(panel.comm_data(comm))["nodes"], 30, "the cluster's node")
+    finally:
+        try:
+            panel.run("nbdist.shutdown()", timeout=30)
+        finally:
+            panel.close()
+            kc.stop_channels()
+            km.shutdown_kernel(now=True)
