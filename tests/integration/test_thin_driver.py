@@ -372,3 +372,27 @@ class Forwarder:
     def __exit__(self, *exc: object) -> None:
         self.lsock.close()
         self.cut()
+
+
+def test_the_libraries_through_a_thin_driver(thin: Thin, tmp_path: Path) -> None:
+    """nbdist.tune (trial actors, reports, a scheduler's decisions) and nbdist.data (tasks on
+    Arrow blocks, an aggregate) driven through the one TLS connection."""
+    out = _ok(thin.run(f"""
+        from nbdist import data, tune
+
+        def objective(config):
+            for step in range(3):
+                tune.report({{"score": (config["x"] - 2) ** 2 + step}})
+
+        grid = tune.Tuner(objective, param_space={{"x": tune.grid_search([1, 2, 3])}},
+                          tune_config=tune.TuneConfig(metric="score", mode="min"),
+                          run_config=tune.RunConfig(storage_path={str(tmp_path)!r},
+                                                    verbose=0)).fit()
+        best = grid.get_best_result()
+        print("TUNE", len(grid), best.config["x"], best.metrics["score"])
+        ds = data.range(10_000).map_batches(lambda b: {{"sq": b["id"] ** 2}})
+        print("DATA", ds.sum("sq"))
+        nbdist.shutdown()
+    """, timeout=180))
+    assert "TUNE 3 2 2" in out, out
+    assert f"DATA {sum(i * i for i in range(10_000))}" in out, out
