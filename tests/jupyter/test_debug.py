@@ -360,3 +360,41 @@ def test_init_debug_post_mortem_and_rays_variable(shared_kernel: KernelSession) 
     # Without either, a failing task fails at once.
     content, _ = shared_kernel.execute("nbdist.get(parse.remote(['z', 'widest']))")
     assert content["status"] == "error" and "ValueError" in content["ename"]
+
+
+KINDS = """
+@nbdist.remote
+class AsyncBox:
+    async def twice(self, v):
+        w = v * 2
+        breakpoint()
+        return w
+
+@nbdist.remote(max_concurrency=2)
+class Threaded:
+    def triple(self, v):
+        w = v * 3
+        breakpoint()
+        return w
+
+@nbdist.remote
+def outer(v):
+    return nbdist.get(f.remote(v)) + 1
+"""
+
+
+@pytest.mark.parametrize(("call", "name", "local", "result"), [
+    ("AsyncBox.remote().twice.remote(4)", "AsyncBox.twice", "p w", 8),
+    ("Threaded.remote().triple.remote(4)", "Threaded.triple", "p w", 12),
+    ("outer.remote(4)", "f", "p x", 51),  # f, nested in outer, pauses
+])
+def test_breakpoint_in_an_async_or_threaded_method_and_a_nested_task(
+        shared_kernel: KernelSession, call: str, name: str, local: str, result: int) -> None:
+    shared_kernel.ok(DEFS + KINDS)
+    reply, out, _ = run_with_answers(shared_kernel, f"print('result', nbdist.get({call}))",
+                                     [local, "c"])
+    assert reply["status"] == "ok", reply
+    assert f"task '{name}' paused at a breakpoint" in out, out
+    assert "\n4\n" in out if local == "p x" else f"\n{result}\n" in out, out
+    assert f"result {result}" in out, out
+    nothing_paused(shared_kernel)
