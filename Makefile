@@ -65,18 +65,8 @@ versions: $(STAMP)
 		'^(cloudpickle|numpy|pyarrow|ipykernel|ipywidgets|jupyterlab|jupyter_server|bokeh|ray|playwright|jupyter_client|nbclient|pytest|mypy|ruff)==' \
 		| tr '\n' ' '; echo
 
-# Two lanes side by side (tests/conftest.py, NBDIST_TEST_LANE): the conformance suite against
-# Ray, which mostly waits for Ray's processes to start, beside everything else; its report
-# follows the main one. Interrupting make ends both (the Ray lane tears its cluster down).
 test: versions lint ts-test labextension
-	@mkdir -p test-artifacts
-	@NBDIST_TEST_LANE=ray $(BIN)/python -m pytest tests/conformance -p no:cacheprovider \
-		$(PYTEST_ARGS) > test-artifacts/ray-lane.log 2>&1 & ray=$$!; \
-	trap 'kill -TERM $$ray 2>/dev/null; wait $$ray; exit 130' INT TERM; \
-	NBDIST_TEST_LANE=main $(BIN)/python -m pytest tests $(PYTEST_ARGS); main=$$?; \
-	echo "== the conformance suite against Ray, run beside the above (test-artifacts/ray-lane.log)"; \
-	wait $$ray; lane=$$?; cat test-artifacts/ray-lane.log; \
-	test $$main -eq 0 -a $$lane -eq 0
+	$(BIN)/python -m pytest tests $(PYTEST_ARGS)
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
