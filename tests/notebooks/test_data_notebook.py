@@ -1,7 +1,7 @@
 """12-data runs top to bottom in a real kernel and shows what its text claims: a Parquet folder
 written and read back, fused task maps, an actor pool of two, a groupby equal to pandas', a
 shuffle that keeps every row, the data split across workers three ways (refs, split, a
-TorchTrainer fed by streaming shards) and a live view of a long execution's operators."""
+TorchTrainer fed by streaming shards)."""
 
 from __future__ import annotations
 
@@ -12,17 +12,9 @@ from outputs import find
 
 pytestmark = pytest.mark.timeout(180)
 
-_RUN: dict[str, object] = {}
-
-
-def _executed(run_notebook):  # the notebook run once for both tests of this module
-    if "nb" not in _RUN:
-        _RUN["nb"] = run_notebook("12-data.ipynb")
-    return _RUN["nb"]
-
 
 def test_12_data_read_transform_group_shuffle_and_three_splits(run_notebook, cell_text) -> None:
-    nb = _executed(run_notebook)
+    nb = run_notebook("12-data.ipynb")
     assert nb.cells[0].source.startswith("# 12 · Data")
     cells = cell_text(nb)
     find(cells, re.escape("8 Parquet files, 40,000 rows, columns ['id', 'x1', 'x2', 'group', 'y']"))
@@ -48,17 +40,6 @@ def test_12_data_read_transform_group_shuffle_and_three_splits(run_notebook, cel
     cell = next(c for c in nb.cells if c.cell_type == "code" and "class Scorer" in c.source)
     text = "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
     find([text], r"ReadParquet->MapBatches\(Scorer\): 8 blocks 40,000 rows")
-
-
-@pytest.mark.xfail(strict=True, reason="a dataset's run view is not displayed in the cell of a "
-                   "notebook run by nbclient (it is in JupyterLab: tests/browser/test_data_view.py)")
-def test_12_data_the_actor_pools_cell_shows_its_run_view(run_notebook) -> None:
-    nb = _executed(run_notebook)
-    # The actor pool's run lasts over a second: its cell shows the live view of its operators.
-    cell = next(c for c in nb.cells if c.cell_type == "code" and "class Scorer" in c.source)
-    # (A long get may add its own progress bar, an IntProgress: the run view is the VBox.)
-    views = [o for o in cell.outputs if o.output_type == "display_data"
-             and "application/vnd.jupyter.widget-view+json" in o.data
-             and o.data.get("text/plain", "").startswith("VBox")]
-    assert len(views) == 1
-    assert "data · dataset_" in views[0].data["text/plain"]
+    # The live view of the pool's run is checked in JupyterLab (tests/browser/test_data_view.py):
+    # in a notebook run by nbclient it shows only when the run's first update comes late
+    # enough (a timing difference still open).
