@@ -210,13 +210,14 @@ class Algorithm(Trainable):
     def train(self) -> dict[str, Any]:
         if self._stopped:
             raise RuntimeError(f"{self.run_name} was stopped; build a new algorithm")
-        start = time.perf_counter()
-        if not self._published:  # the live view shows in the cell that trains
-            self._publish("RUNNING", "training")
-        self._iter = collections.defaultdict(float)
-        self._iter_returns = []
-        self.extra_results = {}
+        # The whole call, its records included: an interrupt anywhere in it stops the algorithm.
         try:
+            start = time.perf_counter()
+            if not self._published:  # the live view shows in the cell that trains
+                self._publish("RUNNING", "training")
+            self._iter = collections.defaultdict(float)
+            self._iter_returns = []
+            self.extra_results = {}
             learner_results = dict(self.training_step() or {})
             min_time = self.config.min_time_s_per_iteration
             while min_time and time.perf_counter() - start < float(min_time):
@@ -226,10 +227,10 @@ class Algorithm(Trainable):
             interval = self.config.evaluation_interval
             if interval and self._iteration % int(interval) == 0:
                 result["evaluation"] = self.evaluate()
+            self._publish("RUNNING", "", result)
         except KeyboardInterrupt:
             self.stop()
             raise
-        self._publish("RUNNING", "", result)
         return result
 
     def step(self) -> dict[str, Any]:  # Tune's name for one iteration
