@@ -88,6 +88,7 @@ def test_nodes_are_added_used_and_removed_as_in_rays_tests(cli: Cli) -> None:
 def test_a_removed_nodes_task_runs_again_on_another(cli: Cli, tmp_path: Path) -> None:
     marks = tmp_path / "marks"  # the task's marks alone (cli keeps its state in tmp_path too)
     marks.mkdir()
+    gate = tmp_path / "removed"  # made once the node is gone: the tasks hold until then
     done = cli.python(f"""
         import os
         import nbdist as ray
@@ -98,16 +99,18 @@ def test_a_removed_nodes_task_runs_again_on_another(cli: Cli, tmp_path: Path) ->
         other = cluster.add_node(num_cpus=1)
         ray.init(address=cluster.address)
         marks = {str(marks)!r}
+        gate = {str(gate)!r}
 
         @ray.remote(max_retries=1)
         def slow(i):
             open(os.path.join(marks, f"{{i}}-{{os.getpid()}}"), "w").close()
-            until(lambda: len(os.listdir(marks)) >= 3, timeout=60)  # held until the removal
+            until(lambda: os.path.exists(gate), timeout=60)  # held until the removal
             return ray.get_runtime_context().get_node_id()
 
         refs = [slow.remote(i) for i in range(2)]
         until(lambda: len(os.listdir(marks)) == 2, timeout=60)
         cluster.remove_node(other, allow_graceful=False)
+        open(gate, "w").close()
         print(sorted(ray.get(refs, timeout=60)) == [cluster.head_node.node_id] * 2)
         ray.shutdown()
         cluster.shutdown()
