@@ -27,6 +27,9 @@ if TYPE_CHECKING:
 _REDRAW_S = 0.25
 # An execution shorter than this (a take, a schema, a count) only draws its progress line; a
 # longer one also becomes a run in the views (one lane per operator), from then until its end.
+# The driver delivers the run's first and last records itself (see `Progress.update`), so
+# the rule is the same in every frontend: an execution that lasts this long shows its view
+# in the cell that consumes it, however soon after that the cell ends.
 VIEW_AFTER_S = 1.0
 
 
@@ -111,7 +114,14 @@ class Progress:
             return
         self.last = now
         if self.published or now - self.began >= VIEW_AFTER_S:
+            first = not self.published
             self.publish(status)
+            if self.interactive and (first or final):
+                # Delivered now, on the thread that consumes the dataset (the cell's), not
+                # later by the event dispatcher: the view opens in the cell that runs the
+                # execution and has its final numbers before that cell ends, in any frontend
+                # (a dispatcher batch delivered after the cell ended went to no cell).
+                events.bus().flush()
         if self.show and (final or self.interactive):
             line = f"{self.exe.name}: " + " | ".join(s.line() for s in self.exe.stats)
             # The driver redraws its line in place; a task or actor, whose output reaches the

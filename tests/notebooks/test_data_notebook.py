@@ -1,7 +1,7 @@
 """12-data runs top to bottom in a real kernel and shows what its text claims: a Parquet folder
 written and read back, fused task maps, an actor pool of two, a groupby equal to pandas', a
 shuffle that keeps every row, the data split across workers three ways (refs, split, a
-TorchTrainer fed by streaming shards)."""
+TorchTrainer fed by streaming shards) and the live view of the actor pool's run in its cell."""
 
 from __future__ import annotations
 
@@ -40,6 +40,21 @@ def test_12_data_read_transform_group_shuffle_and_three_splits(run_notebook, cel
     cell = next(c for c in nb.cells if c.cell_type == "code" and "class Scorer" in c.source)
     text = "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
     find([text], r"ReadParquet->MapBatches\(Scorer\): 8 blocks 40,000 rows")
-    # The live view of the pool's run is checked in JupyterLab (tests/browser/test_data_view.py):
-    # in a notebook run by nbclient it shows only when the run's first update comes late
-    # enough (a timing difference still open).
+    # The pool's run lasts over VIEW_AFTER_S (its actors load for two seconds): its cell shows
+    # the live view of its operators, in a notebook run by nbclient as in JupyterLab.
+    lanes = [_lanes(nb, o) for o in cell.outputs if o.output_type == "display_data"
+             and o.data.get("text/plain", "").startswith("VBox")]
+    scorer = [t for t in lanes if "data-lane='ReadParquet-&gt;MapBatches(Scorer)'" in t]
+    assert len(scorer) == 1, lanes
+    blocks = int(re.search(r"MapBatches\(Scorer\)' data-blocks='(\d+)'", scorer[0])[1])
+    assert 1 <= blocks <= 8
+
+
+def _lanes(nb, output) -> str:
+    """The operator lanes (the HTML of its table) of a run view displayed as ``output``, from
+    the widget state nbclient saved with the notebook."""
+    state = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    view = state[output.data["application/vnd.jupyter.widget-view+json"]["model_id"]]
+    children = [state[c.removeprefix("IPY_MODEL_")] for c in view["state"]["children"]]
+    return "".join(c["state"].get("value", "") for c in children
+                   if isinstance(c["state"].get("value"), str))
