@@ -165,7 +165,7 @@ class LocalBackend:
 
     def wait(self, refs: list[ObjectRef], num_returns: int, timeout: float | None,
              fetch_local: bool) -> tuple[list[ObjectRef], list[ObjectRef]]:
-        return runtime.current().wait(refs, num_returns, timeout)
+        return runtime.current().wait(refs, num_returns, timeout, fetch_local)
 
     def cancel(self, ref: ObjectRef, force: bool, recursive: bool) -> None:
         runtime.current().cancel(ref.id, force, recursive)

@@ -268,6 +268,8 @@ class NodeDaemon:
                 st.result(worker, task_id, ok, locs, error, t0, t1)
         elif op == P.GET_REQ:
             st.get_request(client, msg[1], len(msg) > 2 and msg[2])
+        elif op == P.LOCATE:
+            st.objects.locate(client, msg[1])
         elif op == P.DIRECT_RESULT:
             _, task_id, job, locs, t0, t1 = msg
             st.direct_result(client, task_id, job, locs, t0, t1)

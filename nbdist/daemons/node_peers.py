@@ -73,6 +73,8 @@ class NodePeers:
             self.to_node(index, (P.RESULTS, task_id, ok, vals, t0, t1, pid))
         elif op == P.OBJ:
             self.to_node(index, (P.VALUE, self._portable(msg[1], index)))
+        elif op == P.PRESENT:
+            self.to_node(index, msg)
         elif op == P.STARTED:
             self.to_node(index, (P.NODE_STARTED, [item[:2] for item in msg[1]], msg[2]))
         else:
@@ -175,6 +177,10 @@ class NodePeers:
             st.get_request(client, msg[1])
         elif op == P.VALUE:
             st.value_arrived(self.d.files.local(msg[1]))
+        elif op == P.LOCATE:
+            st.objects.locate(client, msg[1])
+        elif op == P.PRESENT:
+            st.objects.present_elsewhere(msg[1])
         elif op == P.NODE_STARTED:
             st.remote_started(index, msg[1], msg[2])
         elif op == P.NODE_REFS:

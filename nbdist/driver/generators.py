@@ -168,7 +168,7 @@ class ObjectRefGenerator:
     def is_finished(self) -> bool:
         """Whether the task has ended and every ref was taken."""
         if self._refs is None:
-            ready, _ = current.backend.wait([self._end], 1, 0, False)
+            ready, _ = current.backend.wait([self._end], 1, 0, True)
             if not ready:
                 return False
             self._read_end()
@@ -194,7 +194,8 @@ class ObjectRefGenerator:
                 self._index += 1
                 return self._refs[i]
             item = ObjectRef(self._task_id + 2 + i)
-            ready, _ = current.backend.wait([item, self._end], 1, timeout, False)
+            # (fetch_local: the value the caller takes next comes with its ref)
+            ready, _ = current.backend.wait([item, self._end], 1, timeout, True)
             if not ready:
                 raise GetTimeoutError(f"No item of the generator came within {timeout} s.")
             if ready[0] is item:

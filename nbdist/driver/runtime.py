@@ -26,6 +26,9 @@ State (guarded by ``_lock`` where several threads touch it):
                collector to scan.
 ``_expected``  return ids of tasks this process submitted and that have not ended: their
                values arrive with ``DONE`` without asking.
+``_present``   ids the node said exist somewhere in the cluster (``PRESENT``, the answer to
+               a ``LOCATE`` of ``wait(fetch_local=False)``), whose values need not be here;
+               ``_locators`` waits on them as ``_waiters`` waits on values.
 
 Events (driver only) are built here from what the node says and published to `nbdist.events`.
 """
@@ -114,6 +117,8 @@ class CoreClient:
         where = info.get("arena")
         self.arena = store.attach(where[0], where[1]) if where else None
         self._waiters = WaitTable()
+        self._locators = WaitTable()
+        self._present: set[int] = set()
         self._expected: set[int] = set()
         self._requested: set[int] = set()
         self._fetching: set[int] = set()
@@ -298,6 +303,7 @@ class CoreClient:
             self._leases.pop(oid, None)
             self._mapped.pop(oid, None)
             self._requested.discard(oid)
+            self._present.discard(oid)
         direct = self.direct
         if direct is not None and direct.forget(oid):
             return
@@ -517,17 +523,36 @@ class CoreClient:
             self._requested.update(ask)
             self.send([(P.GET_REQ, ask, True) if coming else (P.GET_REQ, ask)])
 
+    def _here_or_present(self, oid: int) -> bool:
+        return oid in self._cache or oid in self._present
+
     def _block(self, oids: list[int], need: int, timeout: float | None,
-               progress: tuple[int, int, int] | None = None, coming: bool = False) -> bool:
+               progress: tuple[int, int, int] | None = None, coming: bool = False,
+               anywhere: bool = False) -> bool:
         """Wait until ``need`` of ``oids`` are in the cache; False on timeout.
 
         ``progress`` = (wait_id, ready before, total): publish `WaitProgress` as values arrive,
         at most every `PROGRESS_S`. ``coming``: the node is to wait for an id it does not know
-        yet rather than answer that it is gone."""
+        yet rather than answer that it is gone. ``anywhere``: until they exist somewhere in
+        the cluster, here or not (``LOCATE``; nothing is copied here)."""
         waiter = Waiter(need)
         if progress is not None:
             waiter.wait_id, waiter.base, waiter.total = progress
             waiter.last = time.monotonic()
+        if anywhere:
+            with self._lock:
+                self._locators.add(oids, waiter, self._here_or_present)
+                ask = [o for o in oids if not self._here_or_present(o)]
+            if ask:
+                self.send([(P.LOCATE, ask)])
+            try:
+                ok = self._wait_event(waiter.event, timeout, attend=True)
+            finally:
+                with self._lock:
+                    self._locators.remove(oids, waiter)
+            if self.closed and not ok:
+                raise ClusterError(f"The nbdist cluster went away: {self.close_reason}")
+            return ok
         with self._lock:
             self._waiters.add(oids, waiter, self._cache.__contains__)
         self._request([o for o in oids if o not in self._cache], coming)
@@ -579,8 +604,12 @@ class CoreClient:
             out.append(self.value(loc))
         return out
 
-    def wait(self, refs: Sequence[ObjectRef], num_returns: int, timeout: float | None
-             ) -> tuple[list[ObjectRef], list[ObjectRef]]:
+    def wait(self, refs: Sequence[ObjectRef], num_returns: int, timeout: float | None,
+             fetch_local: bool = True) -> tuple[list[ObjectRef], list[ObjectRef]]:
+        """Ray's ``wait``: with ``fetch_local`` an object is ready once its value is on this
+        node (it is fetched); without, once it exists anywhere in the cluster."""
+        if not fetch_local:
+            return self._wait_anywhere(refs, num_returns, timeout)
         self._last_submit = 0.0
         cache = self._cache
         ready_now = sum(1 for r in refs if r.id in cache)
@@ -610,6 +639,51 @@ class CoreClient:
             else:
                 rest.append(r)
         return ready, rest
+
+    def _wait_anywhere(self, refs: Sequence[ObjectRef], num_returns: int,
+                       timeout: float | None) -> tuple[list[ObjectRef], list[ObjectRef]]:
+        self._last_submit = 0.0
+        known = self._here_or_present
+        ready_now = sum(1 for r in refs if known(r.id))
+        if ready_now < num_returns and timeout != 0:
+            wait_id = 0
+            if self.mode == P.KIND_DRIVER:
+                wait_id = next(self._wait_ids)
+                self.publish(ev.WaitBegun(_T(), wait_id, "wait",
+                                          tuple(r.hex() for r in refs), num_returns, ready_now,
+                                          self._tag(), ev.current_library_call()))
+            ok = False
+            try:
+                ok = self._block([r.id for r in refs if not known(r.id)],
+                                 num_returns - ready_now, timeout,
+                                 (wait_id, ready_now, len(refs)) if wait_id else None,
+                                 anywhere=True)
+            finally:
+                if wait_id:
+                    n_ready = sum(1 for r in refs if known(r.id))
+                    self.publish(ev.WaitDone(_T(), wait_id, n_ready, len(refs), not ok))
+        elif timeout == 0:
+            ask = [r.id for r in refs if not known(r.id)]
+            if ask:
+                self.send([(P.LOCATE, ask)])
+        ready: list[ObjectRef] = []
+        rest: list[ObjectRef] = []
+        for r in refs:
+            if len(ready) < num_returns and known(r.id):
+                ready.append(r)
+            else:
+                rest.append(r)
+        return ready, rest
+
+    def _present_at(self, oids: list[int]) -> None:
+        """``PRESENT``: these objects exist in the cluster."""
+        found: list[Waiter] = []
+        with self._lock:
+            for oid in oids:
+                if oid in self._refs:
+                    self._present.add(oid)
+                found.extend(self._locators.pop(oid))
+        self._count_down(found)
 
     def _tag(self) -> str | None:
         return ev.current_submitter()
@@ -684,17 +758,23 @@ class CoreClient:
                     self._cache[oid] = (oid, None, loc[2], (), offset)
                     self._leases[oid] = lease
             found = self._waiters.pop(oid)
+            located = self._locators.pop(oid)
         if found:
-            for w in found:
-                w.remaining -= 1
-                if w.remaining <= 0:
-                    w.event.set()
-                elif w.wait_id:
-                    now = time.monotonic()
-                    if now - w.last >= PROGRESS_S:
-                        w.last = now
-                        self.publish(ev.WaitProgress(_T(), w.wait_id,
-                                                     w.base + w.need - w.remaining, w.total))
+            self._count_down(found)
+        if located:
+            self._count_down(located)
+
+    def _count_down(self, found: Iterable[Waiter]) -> None:
+        for w in found:
+            w.remaining -= 1
+            if w.remaining <= 0:
+                w.event.set()
+            elif w.wait_id:
+                now = time.monotonic()
+                if now - w.last >= PROGRESS_S:
+                    w.last = now
+                    self.publish(ev.WaitProgress(_T(), w.wait_id,
+                                                 w.base + w.need - w.remaining, w.total))
 
     def _on_messages(self, msgs: list[Any]) -> None:
         for msg in msgs:
@@ -704,6 +784,8 @@ class CoreClient:
             elif op == P.OBJ:
                 self._requested.discard(msg[1][0])
                 self._store(msg[1])
+            elif op == P.PRESENT:
+                self._present_at(msg[1])
             elif op == P.STARTED:
                 if self.mode == P.KIND_DRIVER:
                     records.tasks_started(self, msg[1], msg[2])
@@ -743,7 +825,7 @@ class CoreClient:
             except Exception:
                 pass
         with self._lock:
-            waiters = self._waiters.pop_all()
+            waiters = self._waiters.pop_all() + self._locators.pop_all()
         for w in waiters:
             w.event.set()
         self._control.fail_all(f"lost the cluster: {self.close_reason}")

@@ -38,6 +38,13 @@ Other nodes. An object owned by another node (its id's owner bits) is fetched fr
 first need (``fetching``) and, while we hold a ref to it, borrowed (``borrowed``: that node
 keeps it alive for us until we let go). A node that is lost fails what we were fetching from it.
 
+Where an object is, without its bytes (Ray's ``wait(fetch_local=False)``). A client that only
+needs to know that an object exists somewhere in the cluster sends ``LOCATE``: an object stored
+here, or one of ours once it is stored, is answered at once with ``PRESENT``; one owned by
+another node is asked of that node (``LOCATE`` again, once per id however many ask here), which
+answers ``PRESENT`` when it has it. ``locating`` lists who waits to hear of each id. Nothing is
+copied: a later get fetches it as usual.
+
 The table calls out (no import of the node state): ``deps_ready(task)`` when a task's last
 missing argument is stored, ``producer(oid)`` for the unfinished task returning an id here
 (a value a forwarded task makes here is not fetched), ``actor_ref(oid, delta)`` for actor ids.
@@ -84,6 +91,7 @@ class ObjectTable:
         self.committed = 0
         self.pins: dict[int, int] = {}  # arena offset -> leases out
         self.lingering: dict[int, int] = {}  # arena offset -> size: freed, waits for its leases
+        self.locating: dict[int, list[Client]] = {}  # oid -> who waits to hear it exists
 
     def __len__(self) -> int:
         return len(self.by_id)
@@ -118,6 +126,8 @@ class ObjectTable:
                   and self.producer(oid) is None):
                 self.by_id.pop(oid, None)
                 self.unborrow(oid)
+                if self.locating:
+                    self.locating.pop(oid, None)
             return
         self.actor_ref(oid, -1)
 
@@ -203,6 +213,9 @@ class ObjectTable:
                 self.lease(sub, (out,))
                 self.io.send(sub, (P.OBJ, out))
             obj.subscribers = []
+        if self.locating:
+            for client in self.locating.pop(oid, ()):
+                self.io.send(client, (P.PRESENT, [oid]))
         waiting = obj.waiting
         obj.waiting = []
         for task in waiting:
@@ -276,6 +289,38 @@ class ObjectTable:
                 if client not in obj.subscribers:
                     obj.subscribers.append(client)
                 self.fetch_if_foreign(oid)
+
+    def locate(self, client: Client, oids: Iterable[int]) -> None:
+        """Tell ``client`` (``PRESENT``) once each object exists here or on its owner node,
+        copying nothing (see the module docstring). One unknown here and owned here is gone:
+        it is answered as a get (its error, which counts as ready too)."""
+        for oid in oids:
+            obj = self.by_id.get(oid)
+            if obj is not None and obj.state == READY:
+                self.io.send(client, (P.PRESENT, [oid]))
+                continue
+            owner = oid >> P.OWNER_SHIFT
+            foreign = owner not in (0, self.node_index)
+            if obj is None and not foreign:
+                self.get_request(client, [oid])
+                continue
+            waiting = self.locating.setdefault(oid, [])
+            if client in waiting:
+                continue
+            waiting.append(client)
+            if not foreign or self.producer(oid) is not None:
+                continue  # stored here when it is made
+            if owner in self.lost_nodes:
+                self.slot(oid)
+                self.fetch_if_foreign(oid)  # fails it (or waits for the task rebuilding it)
+            elif len(waiting) == 1:
+                self.io.to_node(owner, (P.LOCATE, [oid]))
+
+    def present_elsewhere(self, oids: Iterable[int]) -> None:
+        """Another node has these objects: tell who waits to hear it."""
+        for oid in oids:
+            for client in self.locating.pop(oid, ()):
+                self.io.send(client, (P.PRESENT, [oid]))
 
     # ---------------------------------------------------------------- the arena
     def enable_arena(self, size: int) -> None:
@@ -413,6 +458,9 @@ class ObjectTable:
                     f"Object {oid:x} was lost with the node that owned it."))
         for oid in [o for o, owner in self.borrowed.items() if owner == index]:
             del self.borrowed[oid]
+        for oid in [o for o in self.locating if o >> P.OWNER_SHIFT == index]:
+            self.slot(oid)
+            self.fetch_if_foreign(oid)  # the answer will not come: fail it (or rebuild it)
 
     # ---------------------------------------------------------------- memory
     def reserve(self, client: Client, oid: int, size: int, arena: bool = False) -> str | None:

@@ -43,6 +43,9 @@ KILL_ACTOR = 18  # (KILL_ACTOR, actor_id, no_restart[, why: the reason later cal
 CONTROL = 19  # (CONTROL, req_id, op, args)   cluster queries; relayed to the head as needed
 # ("reserve" (oid, size, arena_ok) answers the arena offset granted, or -1: write a file.)
 UNPIN = 20  # (UNPIN, offsets)  one lease on each of these arena ranges given back
+# Tell me when these objects exist anywhere in the cluster, without copying them here (Ray's
+# ``wait(fetch_local=False)``); also node -> the objects' owner node. Answered by PRESENT.
+LOCATE = 21  # (LOCATE, oids)
 
 # -- worker -> node --
 RESULT = 30  # (RESULT, task_id, ok, locs, error_blob, t_start, t_end)
@@ -60,6 +63,7 @@ STARTED = 42  # (STARTED, [(task_id, worker_pid[, node_id])], t)  owner: its tas
 EVENT = 43  # (EVENT, records: [(code, fields)])     the job's driver: events.RECORDS, compact
 CONTROL_REPLY = 44  # (CONTROL_REPLY, req_id, ok, result)
 LOG = 45  # (LOG, task_id, name, pid, stream, text)       the job's driver: remote output
+PRESENT = 46  # (PRESENT, oids)  these exist in the cluster (answers LOCATE; node -> node too)
 
 # -- node -> worker --
 EXEC = 50  # (EXEC, spec, dep_locs, gpu_ids)
