@@ -25,10 +25,18 @@ class ExecutionResources:
 
 @dataclass
 class ExecutionOptions:
+    """How an execution runs. ``resource_limits`` bound its blocks in flight (see
+    `DataContext.max_blocks_in_flight`); ``locality_with_output``: True runs its map tasks on
+    the node of the process that consumes it, a list of node ids spreads them over those
+    nodes in turn (a streaming split sets the ranks' nodes); blocks always leave in input
+    order, whatever ``preserve_order`` says (False allows any order, so in order is one)."""
     resource_limits: ExecutionResources = field(default_factory=ExecutionResources)
-    preserve_order: bool = True  # blocks always leave in input order here
-    locality_with_output: bool = False
+    preserve_order: bool = True
+    locality_with_output: bool | list[str] = False
     verbose_progress: bool = False
+
+    def is_resource_limits_default(self) -> bool:
+        return self.resource_limits == ExecutionResources()
 
 
 @dataclass

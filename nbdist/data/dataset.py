@@ -236,7 +236,12 @@ class Dataset(DataIterator):
                         locality_hints: Any = None) -> list[DataIterator]:
         from .split import streaming_split
 
-        return streaming_split(self, n, equal)
+        return streaming_split(self, n, equal, locality_hints=locality_hints)
+
+    def iterator(self) -> DataIterator:
+        """A `DataIterator` over the whole dataset: each pass over it is a new execution, in
+        the process that iterates (it can be sent to a task or an actor)."""
+        return DatasetIterator(self)
 
     # -- consumers --------------------------------------------------------------------------
     def count(self) -> int:
@@ -352,14 +357,24 @@ class MaterializedDataset(Dataset):
         return super().stats()
 
 
-def shard_datasets(datasets: dict[str, Any], n: int) -> list[dict[str, Any]]:
-    """Per rank of a training run, its ``datasets``: each `Dataset` as that rank's shard of
-    one ``streaming_split(n, equal=True)`` (so every rank runs the same number of steps), any
-    other value as it is."""
-    out: list[dict[str, Any]] = [{} for _ in range(n)]
-    for name, value in datasets.items():
-        shards = value.streaming_split(n, equal=True) if isinstance(value, Dataset) \
-            else [value] * n
-        for rank in range(n):
-            out[rank][name] = shards[rank]
-    return out
+class DatasetIterator(DataIterator):
+    """A whole dataset as a `DataIterator` (``Dataset.iterator()``, and what Train gives every
+    rank of a dataset it does not split); ``ctx``: the knobs of its executions (by default,
+    the context current where it iterates)."""
+
+    def __init__(self, dataset: Dataset, ctx: DataContext | None = None) -> None:
+        self.dataset = dataset
+        self.ctx = ctx
+
+    def _block_refs(self) -> Iterator[BlockRef]:
+        ds = self.dataset
+        if isinstance(ds, MaterializedDataset):
+            return ds.iter_internal_ref_bundles()
+        stream, ds._last = execute(ds._plan, ds._run_name(), self.ctx)
+        return stream
+
+    def schema(self) -> pa.Schema | None:
+        return self.dataset.schema()
+
+    def __repr__(self) -> str:
+        return f"DataIterator({self.dataset!r})"

@@ -35,6 +35,7 @@ import pyarrow as pa
 import nbdist
 from nbdist.events import marks
 from nbdist.exceptions import ActorDiedError
+from nbdist.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from . import block as B
 from .context import DataContext
@@ -138,6 +139,8 @@ class ExecContext:
         self.max_in_flight = ctx.max_blocks_in_flight()
         self.stats: list[OpStats] = []
         self._fns: dict[tuple[Any, ...], Any] = {}
+        self.nodes = _output_nodes(ctx.execution_options.locality_with_output)
+        self._placed = 0
 
     def mark(self, op: str, role: str = "work") -> Any:
         return marks.library_call("data", self.name, op, role)
@@ -150,6 +153,11 @@ class ExecContext:
         if rf is None:
             rf = nbdist.remote(num_returns=num_returns, max_retries=3, **options)(fn)
             self._fns[key] = rf
+        if self.nodes and "scheduling_strategy" not in options:
+            # locality_with_output: the task runs where its output is consumed.
+            node = self.nodes[self._placed % len(self.nodes)]
+            self._placed += 1
+            rf = rf.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=True))
         with self.mark(op):
             return rf.remote(*args)
 
@@ -158,6 +166,16 @@ class ExecContext:
         """A task returning ``(block, meta)`` as two refs."""
         refs = self.remote(fn, *args, op=op, num_returns=2, **options)
         return refs[0], refs[1]
+
+
+def _output_nodes(locality: bool | list[str]) -> list[str]:
+    """The nodes an execution's tasks go to (``ExecutionOptions.locality_with_output``):
+    none (anywhere), this process's node, or the given ones in turn."""
+    if locality is True:
+        return [nbdist.get_runtime_context().get_node_id()]
+    if isinstance(locality, list | tuple):
+        return [str(n) for n in locality]
+    return []
 
 
 def execute(plan: Plan, name: str | None = None,

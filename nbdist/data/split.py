@@ -15,6 +15,7 @@ the block goes to the shard that asked (the faster rank reads more).
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections import deque
 from collections.abc import Iterator
@@ -152,8 +153,15 @@ class SplitIterator(DataIterator):
         return f"DataIterator(shard {self.index} of {self.n})"
 
 
-def streaming_split(dataset: Dataset, n: int, equal: bool) -> list[DataIterator]:
+def streaming_split(dataset: Dataset, n: int, equal: bool, ctx: DataContext | None = None,
+                    locality_hints: list[Any] | None = None) -> list[DataIterator]:
+    """``ctx``: the knobs of the coordinator's executions (the current context's by default);
+    ``locality_hints`` (a node id per shard): its tasks run on those nodes, as Ray Data's
+    coordinator sets ``locality_with_output`` to them."""
+    ctx = copy.deepcopy(ctx or DataContext.get_current())
+    if locality_hints:
+        ctx.execution_options.locality_with_output = [str(h) for h in locality_hints]
     cls = nbdist.remote(num_cpus=0, max_concurrency=n + 2)(SplitCoordinator)
     coordinator = cls.options(library_call=("data", dataset._name, "SplitCoordinator")).remote(
-        dataset, n, equal, DataContext.get_current())
+        dataset, n, equal, ctx)
     return [SplitIterator(coordinator, i, n) for i in range(n)]

@@ -15,6 +15,7 @@ group after a worker dies. Built on nbdist's public API only, so it runs the sam
     checkpoint_manager.py  which checkpoints are kept (CheckpointConfig's rules)
     storage.py             a round's checkpoint files: staged by the ranks, committed by the driver
     trainer.py             DataParallelTrainer
+    data_config.py         DataConfig: which datasets each rank gets split or whole
     result.py, errors.py   Result; TrainingFailedError and its kinds
     backend.py             BackendConfig: what a framework adds to each worker
     callback.py            UserCallback: the driver-side hooks of RunConfig(callbacks=...)
@@ -46,6 +47,7 @@ from .context import (
     get_preemption_info,
     report,
 )
+from .data_config import DataConfig
 from .errors import TrainingFailedError, WorkerGroupError, WorkerGroupStartError
 from .legacy import Trainer
 from .result import Result
@@ -68,6 +70,7 @@ __all__ = [
     "Checkpoint",
     "CheckpointConfig",
     "CheckpointUploadMode",
+    "DataConfig",
     "DataParallelTrainer",
     "FailureConfig",
     "Result",

@@ -147,7 +147,8 @@ class Controller:
                 return values, failed
             checkpoint = self.manager.latest or trainer.resume_from_checkpoint
             start = len(self.history)
-            shards = _rank_datasets(trainer.datasets, self.num_workers, datasets)  # nbdist.data
+            shards = _rank_datasets(trainer, self.num_workers, datasets,
+                                    [info.node_id for info in group.infos])
             self.rounds.clear()  # a failed attempt's unfinished rounds are not resumed
             self._publish_all("RUNNING", "")
             runs = [actor.run.options(library_call=("train", self.name, f"rank {rank}", "work"))
@@ -408,14 +409,15 @@ def _tune_report() -> Any:
     return tune.report
 
 
-def _rank_datasets(datasets: dict[str, Any], n: int, whole: Any) -> list[Any]:
-    """[nbdist.data] Each rank's ``datasets``: a new streaming shard per rank of each
-    ``nbdist.data`` Dataset every attempt (Ray Train's DataConfig), other values as given."""
+def _rank_datasets(trainer: DataParallelTrainer, n: int, whole: Any,
+                   nodes: list[str]) -> list[Any]:
+    """[nbdist.data] Each rank's ``datasets`` for this attempt, as the trainer's DataConfig
+    gives them (a new streaming shard per rank of each split Dataset); the stored ``whole``
+    when no value is an ``nbdist.data`` Dataset (the workers take their share)."""
+    datasets = trainer.datasets
     if not any(type(v).__module__.startswith("nbdist.data") for v in datasets.values()):
         return [whole] * n
-    from nbdist.data.dataset import shard_datasets
-
-    return shard_datasets(datasets, n)
+    return trainer.dataset_config.configure(datasets, world_size=n, worker_node_ids=nodes)
 
 
 def _short(error: BaseException) -> str:

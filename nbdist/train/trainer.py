@@ -16,6 +16,7 @@ from nbdist.tune.checkpoint import Checkpoint
 from .backend import BackendConfig
 from .config import RunConfig, ScalingConfig
 from .controller import Controller
+from .data_config import DataConfig
 from .result import Result
 
 
@@ -35,10 +36,9 @@ class DataParallelTrainer:
         resume_from_checkpoint: Checkpoint | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> None:
-        if dataset_config is not None:
-            raise NotImplementedError("DataParallelTrainer(dataset_config=...): Ray Data's "
-                                      "DataConfig is not supported; datasets are split by "
-                                      "rank (train.get_dataset_shard).")
+        if dataset_config is not None and not isinstance(dataset_config, DataConfig):
+            raise TypeError("dataset_config must be a train.DataConfig, not "
+                            f"{type(dataset_config).__name__}.")
         if not callable(train_loop_per_worker):
             raise TypeError("train_loop_per_worker must be a function taking no argument or "
                             f"one (the config), not {type(train_loop_per_worker).__name__}.")
@@ -48,6 +48,7 @@ class DataParallelTrainer:
         self.scaling_config = scaling_config or ScalingConfig()
         self.run_config = run_config or RunConfig()
         self.datasets = dict(datasets or {})
+        self.dataset_config = dataset_config or DataConfig()
         self.resume_from_checkpoint = resume_from_checkpoint
         self.metadata = dict(metadata or {})
 
