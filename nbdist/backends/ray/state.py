@@ -169,11 +169,12 @@ class StatePoller:
         if (finished or failed) and not pid and (running or finished):
             # The caller's report of the end can reach the table before the executing
             # worker's report of the run (each process reports about once a second): give
-            # the worker's report a few polls, so the task is placed on its worker.
+            # the worker's report a few polls, so the task is placed on its worker. The grace
+            # counts once per task (until it ends): a failure still needs a second poll to be
+            # final, and a worker's report may never come (a worker that ended first).
             since = self._no_pid_since.setdefault(task_hex, time.monotonic())
             if time.monotonic() - since < PID_GRACE_S:
                 return
-        self._no_pid_since.pop(task_hex, None)
         if not running and finished:
             running = finished  # it ran between two of the worker's reports
         # Ray's reports can name the running state before the worker's pid: wait for the pid
@@ -207,6 +208,7 @@ class StatePoller:
     def _end(self, task_hex: str, attempt: int) -> None:
         with self._lock:
             self.unfinished.pop(task_hex, None)
+        self._no_pid_since.pop(task_hex, None)
         self.on_end(task_hex)
         for n in range(attempt + 1):
             self._started.discard((task_hex, n))
