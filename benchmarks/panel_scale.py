@@ -2,7 +2,27 @@
 the view is behind the kernel. Browser-side timings, taken in a real JupyterLab in Debian's
 headless Chromium (the same set-up as tests/browser).
 
-    python benchmarks/panel_scale.py [--tasks 100000] [--cpus 2] [--profile FILE]
+    python benchmarks/panel_scale.py [--tasks 100000] [--cpus 2] [--view panel|inline]
+                                     [--tree DIR] [--profile FILE]
+
+``--view panel`` (the default) measures the JupyterLab panel; ``--view inline`` the inline
+widget of ``nbdist.show()``, displayed in the notebook's cell before the run (the panel
+stays closed), with the same interaction on its graph and the same figures: it draws the
+panel's board, and its messages (the widget's custom messages) are the panel's, with the
+same time stamps. The widget's graph is scrolled into view before the baseline and again
+once the run's cell is added (JupyterLab does not render cells out of view).
+
+``--tree DIR`` runs nbdist from another checkout (a git worktree of an older commit): the
+kernel, and so the cluster it starts, import it (first on PYTHONPATH), and JupyterLab serves
+that checkout's prebuilt panel (its ``nbdist/labextension`` first on JUPYTER_PATH). The output
+names the nbdist the kernel imported and the panel bundle the page loaded. A checkout from
+before issue 27 has the older inline view (ipywidgets and bokeh figures; ``nbdist.show()``
+from nbdist/jupyter/liveview.py): there the harness drags and wheels the graph's bokeh figure
+(bokeh's pan tool; its wheel zoom is not active unless picked in its toolbar, so the wheel
+steps do nothing), and, since that view's messages carry no kernel time, reports instead of
+lag and "behind" the gaps between its renders (its summary's count of finished tasks
+changing), the counts it showed, and the gaps between its widget updates' arrivals; its
+catch-up is the summary showing every task finished.
 
 What runs: a notebook cell submits a three-stage DAG (``inc`` -> ``double`` -> ``pair``, 40% /
 40% / 20% of the tasks) and ``get``s every result. Meanwhile, in the page:
@@ -58,6 +78,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -78,8 +100,8 @@ from lab_session import (  # noqa: E402
 
 BASELINE_S = 5
 
-INSTRUMENT = """() => {
-    const panel = document.querySelector('#nbdist-panel');
+INSTRUMENT = """(root) => {
+    const panel = document.querySelector(root);
     const canvas = panel.querySelector('.nbdist-graph-canvas');
     const rect = canvas.getBoundingClientRect();
     const x = rect.left + rect.width / 2, y = rect.top + rect.height / 2;
@@ -114,17 +136,20 @@ INSTRUMENT = """() => {
     const nb = window.jupyterapp.shell.widgets('main').find(w => w.sessionContext && w.content);
     nb.sessionContext.session.kernel.anyMessage.connect((_, args) => {
         const msg = args.msg;
+        // The panel's comm carries the message as its data; the inline widget's, as the
+        // content of a widget's custom message.
+        const outer = msg.content && msg.content.data;
+        const data = outer && outer.method === 'custom' ? outer.content : outer;
         if (args.direction === 'recv' && msg.header.msg_type === 'comm_msg'
-                && msg.content.data && msg.content.data.time) {
-            b.received.push([Date.now() / 1000, Date.now() / 1000 - msg.content.data.time]);
-            arrived.set(Number(msg.content.data.time), Date.now() / 1000);
-            if (msg.content.data.news_since) {
-                news.set(Number(msg.content.data.time), Number(msg.content.data.news_since));
+                && data && data.time) {
+            b.received.push([Date.now() / 1000, Date.now() / 1000 - data.time]);
+            arrived.set(Number(data.time), Date.now() / 1000);
+            if (data.news_since) {
+                news.set(Number(data.time), Number(data.news_since));
             }
-            if (msg.content.data.as_of) {
-                asOf.set(Number(msg.content.data.time), Number(msg.content.data.as_of));
-                b.stale.push([Date.now() / 1000,
-                              Number(msg.content.data.time) - Number(msg.content.data.as_of)]);
+            if (data.as_of) {
+                asOf.set(Number(data.time), Number(data.as_of));
+                b.stale.push([Date.now() / 1000, Number(data.time) - Number(data.as_of)]);
             }
         }
     });
@@ -160,23 +185,121 @@ INSTRUMENT = """() => {
     }).observe(panel, {attributes: true, attributeFilter: ['data-rendered-time']});
 }"""
 
-STOP = """() => {
+STOP = """(root) => {
     const b = window.__bench;
     b.running = false;
-    const canvas = document.querySelector('#nbdist-panel .nbdist-graph-canvas');
+    const canvas = document.querySelector(root + ' .nbdist-graph-canvas');
     canvas.dispatchEvent(new PointerEvent('pointerup', {bubbles: true, pointerId: 1}));
+    // The graph's zoom when the interaction stopped (the zoom steps reached the graph).
+    const zoomed = document.querySelector(root + ' [data-scale]');
     return {frames: b.frames, lags: b.lags, received: b.received, longtasks: b.longtasks,
             behind: b.behind, behindAsOf: b.behindAsOf, behindNews: b.behindNews,
-            stale: b.stale, parts: b.parts};
+            stale: b.stale, parts: b.parts, scale: zoomed ? zoomed.dataset.scale : null};
 }"""
 
-ALL_FINISHED = """(n) => {
+ALL_FINISHED = """([n, root]) => {
     let finished = 0;
-    for (const el of document.querySelectorAll('#nbdist-panel [data-task-count]')) {
+    for (const el of document.querySelectorAll(root + ' [data-task-count]')) {
         const counts = el.textContent.match(/(\\d+) finished/);
         finished += counts ? Number(counts[1]) : 0;
     }
     return finished >= n ? Date.now() / 1000 : false;
+}"""
+
+
+# The views measured (``--view``): the panel's root, or the inline widget's in a cell's output.
+PANEL = "#nbdist-panel"
+INLINE = ".jp-OutputArea-output .nbdist-inline.nbdist-widget"
+
+# The inline view of a tree before issue 27 (``nbdist.show()`` as ipywidgets and bokeh
+# figures, nbdist/jupyter/liveview.py): its graph is a bokeh figure, re-sent as a new HTML
+# fragment at most once a second, and its messages are ipywidgets' state updates, which carry
+# no kernel time. Measured: the frame rate while dragging (bokeh's pan tool) and zooming
+# (wheel) the graph, the times its summary line changed (the view's renders of the kernel's
+# counts) and the count it showed, the arrival of its updates, long tasks.
+LEGACY_GRAPH = """() => {
+    // The task graph is the view's first bokeh figure; its pointer events go to the hit area
+    // of its canvas, two shadow roots down. The figure is replaced when re-sent: looked up
+    // again every frame.
+    const fig = document.querySelector('.jp-OutputArea-output .bk-Figure');
+    const canvas = fig && fig.shadowRoot && fig.shadowRoot.querySelector('.bk-Canvas');
+    return canvas && canvas.shadowRoot && canvas.shadowRoot.querySelector('.bk-events');
+}"""
+
+LEGACY_INSTRUMENT = """() => {
+    const target = """ + LEGACY_GRAPH + """;
+    const summary = () => document.querySelector('.nbdist-liveview-summary');
+    const b = window.__bench = {frames: [], running: true, step: 0, renders: [], updates: [],
+                                longtasks: [], retargets: 0};
+    let el = null, x = 0, y = 0;
+    const opts = (dx) => ({bubbles: true, composed: true, clientX: x + dx, clientY: y,
+                           pointerId: 1, pointerType: 'mouse', isPrimary: true, buttons: 1});
+    const grab = () => {
+        const t = target();
+        if (t && t !== el) {
+            el = t;
+            b.retargets++;
+            const rect = el.getBoundingClientRect();
+            x = rect.left + rect.width / 2;
+            y = rect.top + rect.height / 2;
+            el.dispatchEvent(new PointerEvent('pointerdown', opts(0)));
+        }
+    };
+    const frame = (t) => {
+        if (!b.running) { return; }
+        b.frames.push(performance.timeOrigin + t);
+        b.step++;
+        grab();
+        if (el) {
+            const dx = 12 * ((Math.floor(b.step / 40) % 2) ? -1 : 1) * (b.step % 40);
+            el.dispatchEvent(new PointerEvent('pointermove', opts(dx)));
+            if (b.step % 10 === 0) {
+                el.dispatchEvent(new WheelEvent('wheel', {bubbles: true, composed: true,
+                    cancelable: true, clientX: x, clientY: y,
+                    deltaY: (b.step % 20 === 0) ? 60 : -60}));
+            }
+        }
+        requestAnimationFrame(frame);
+    };
+    requestAnimationFrame(frame);
+    const nb = window.jupyterapp.shell.widgets('main').find(w => w.sessionContext && w.content);
+    nb.sessionContext.session.kernel.anyMessage.connect((_, args) => {
+        const msg = args.msg, data = msg.content && msg.content.data;
+        if (args.direction === 'recv' && msg.header.msg_type === 'comm_msg' && data
+                && data.method === 'update') {
+            b.updates.push(Date.now() / 1000);
+        }
+    });
+    new PerformanceObserver((list) => {
+        for (const e of list.getEntries()) {
+            b.longtasks.push([(performance.timeOrigin + e.startTime) / 1000, e.duration]);
+        }
+    }).observe({type: 'longtask'});
+    // A render: the summary shows a new count of finished tasks.
+    let shown = -1;
+    new MutationObserver(() => {
+        const s = summary();
+        const m = s && s.textContent.match(/(\\d+) finished/);
+        const n = m ? Number(m[1]) : -1;
+        if (n !== shown) {
+            shown = n;
+            b.renders.push([Date.now() / 1000, n]);
+        }
+    }).observe(document.querySelector('.jp-Notebook'),
+               {childList: true, subtree: true, characterData: true});
+}"""
+
+LEGACY_STOP = """() => {
+    const b = window.__bench;
+    b.running = false;
+    return {frames: b.frames, renders: b.renders, updates: b.updates, longtasks: b.longtasks,
+            retargets: b.retargets};
+}"""
+
+LEGACY_ALL_FINISHED = """(n) => {
+    const s = document.querySelector('.nbdist-liveview-summary');
+    const m = s && s.textContent.match(/(\\d+) finished/);
+    return m && Number(m[1]) >= n ? Date.now() / 1000 : false;
 }"""
 
 
@@ -325,6 +448,12 @@ def cpu_by_group() -> dict[str, float]:
 def goals(result: dict[str, Any]) -> str:
     """The issue's two figures against this run, in words (on stderr, after the JSON)."""
     fps = result["run_interaction"]["fps_mean"] or 0.0
+    if "behind_as_of" not in result:  # the inline view before issue 27: no kernel times
+        return (f"interaction {fps} fps: goal >= 30 {'met' if fps >= 30 else 'NOT met'}\n"
+                "view behind the kernel: not measurable for this view (its messages carry "
+                "no kernel time); renders "
+                f"{result['render_gap_ms_median']} ms apart at the median, "
+                f"{result['render_gap_ms_p95']} ms at p95")
     behind = result["behind_as_of"]
     p95, median = behind["as_of_lag_ms_p95"], behind["as_of_lag_ms_median"]
     over = len(behind["as_of_lag_over_250ms"])
@@ -349,10 +478,41 @@ def metrics(cdp: Any) -> dict[str, float]:
     return {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}
 
 
+def use_tree(tree: Path, root: Path) -> str:
+    """Run the kernel (and so the cluster it starts) from another checkout of nbdist, with that
+    checkout's prebuilt panel: its folder first on the kernel's PYTHONPATH, its
+    ``nbdist/labextension`` first on JupyterLab's extension path (the first one found of a
+    name is the one served). Returns the checkout's commit."""
+    share = root / ".tree-share"
+    shutil.copytree(tree / "nbdist" / "labextension",
+                    share / "labextensions" / "nbdist-panel")
+    install = tree / "labextension" / "install.json"
+    if install.exists():
+        shutil.copy(install, share / "labextensions" / "nbdist-panel" / "install.json")
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [str(tree), *filter(None, [os.environ.get("PYTHONPATH")])])
+    os.environ["JUPYTER_PATH"] = os.pathsep.join(
+        [str(share), *filter(None, [os.environ.get("JUPYTER_PATH")])])
+    return subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"],
+                          capture_output=True, text=True, check=False).stdout.strip()
+
+
+def legacy_inline(tree: Path | None) -> bool:
+    """Whether ``nbdist.show()`` of the tree is the inline view before issue 27."""
+    jupyter = (tree or Path(__file__).resolve().parents[1]) / "nbdist" / "jupyter"
+    return not (jupyter / "widget.py").exists() and (jupyter / "liveview.py").exists()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=100_000)
     parser.add_argument("--cpus", type=int, default=2)
+    parser.add_argument("--view", choices=("panel", "inline"), default="panel",
+                        help="the JupyterLab panel, or the inline widget of nbdist.show() in "
+                             "the notebook (the panel closed)")
+    parser.add_argument("--tree", metavar="DIR", type=Path,
+                        help="run nbdist (kernel, cluster, panel) from this checkout, e.g. a "
+                             "git worktree of an older commit")
     parser.add_argument("--profile", metavar="FILE",
                         help="write the page's CPU profile during the run (.cpuprofile)")
     args = parser.parse_args()
@@ -362,6 +522,8 @@ def main() -> None:
     server = None
     playwright = sync_playwright().start()
     try:
+        tree = use_tree(args.tree.resolve(), root) if args.tree else "this checkout"
+        legacy = args.view == "inline" and legacy_inline(args.tree)
         server = LabServer.start(root)
         write_notebook(root / "bench.ipynb", [])
         context = launch_chromium(playwright, root / ".lab" / "chromium-profile")
@@ -370,12 +532,28 @@ def main() -> None:
             page.set_default_timeout(120_000)
             nb = NotebookPage(page, Path("test-artifacts") / "benchmarks", "bench.ipynb")
             nb.open(server.notebook_url("bench.ipynb"))
-            nb.run_cell(f"import nbdist, time\nnbdist.init(num_cpus={args.cpus})")
-            nb.open_panel()
-            page.wait_for_selector('#nbdist-panel[data-cluster="true"]')
+            nb.run_cell(f"import nbdist, time\nnbdist.init(num_cpus={args.cpus})\n"
+                        "print('NBDIST_FROM', nbdist.__file__)")
+            source = page.locator(".jp-OutputArea-output", has_text="NBDIST_FROM").last
+            nbdist_from = source.inner_text().split("NBDIST_FROM", 1)[1].strip()
+            if args.view == "panel":
+                nb.open_panel()
+                page.wait_for_selector(f'{PANEL}[data-cluster="true"]')
+                view = PANEL
+            else:
+                nb.run_cell("view = nbdist.show()")
+                view = INLINE
+                if legacy:
+                    page.wait_for_function(LEGACY_GRAPH)
+                else:
+                    page.wait_for_selector(f'{INLINE}[data-cluster="true"]')
+                # The graph in view, as for a user watching it (JupyterLab skips rendering
+                # cells out of view).
+                keep_in_view(page, legacy)
             cdp = context.new_cdp_session(page)
             cdp.send("Performance.enable")
-            page.evaluate(INSTRUMENT)
+            page.evaluate(LEGACY_INSTRUMENT if legacy else INSTRUMENT,
+                          None if legacy else view)
             # The same interaction with nothing running: what this machine gives the page.
             idle_from = time.time()
             page.wait_for_timeout(BASELINE_S * 1000)
@@ -388,47 +566,42 @@ def main() -> None:
             cpu_before = cpu_by_group()
             started = time.time()
             nb.run_cell(workload(args.tasks), wait=False)
+            if args.view == "inline":
+                keep_in_view(page, legacy)
             nb.wait_run(timeout=900)
             done_line = page.locator(".jp-OutputArea-output", has_text="KERNEL_DONE").last
             printed = dict(line.split(None, 1) for line in done_line.inner_text().splitlines()
                            if line.startswith("KERNEL_"))
             kernel_done, kernel_s = printed["KERNEL_DONE"].split()
             kernel_gc = json.loads(printed["KERNEL_GC"])
-            shown = page.wait_for_function(ALL_FINISHED, arg=args.tasks, timeout=60_000)
+            if legacy:
+                shown = page.wait_for_function(LEGACY_ALL_FINISHED, arg=args.tasks,
+                                               timeout=60_000)
+            else:
+                shown = page.wait_for_function(ALL_FINISHED, arg=[args.tasks, view],
+                                               timeout=60_000)
             view_done = float(shown.json_value())
             cpu_after = cpu_by_group()
-            data = page.evaluate(STOP)
+            data = page.evaluate(LEGACY_STOP) if legacy else page.evaluate(STOP, view)
             after = metrics(cdp)
             profile = cdp.send("Profiler.stop")["profile"] if args.profile else None
-            nb.screenshot("panel-100k")
+            nb.screenshot(f"{args.view}-{args.tasks}" + ("-legacy" if legacy else ""))
             run = (started, float(kernel_done))
+            # Which build of the panel's extension the page loaded (its entry's name).
+            bundle = page.evaluate("""() => performance.getEntriesByType('resource')
+                .map(e => e.name).filter(n => n.includes('/nbdist-panel/'))
+                .map(n => n.split('/').pop()).filter(n => n.startsWith('remoteEntry'))""")
             result: dict[str, Any] = {
+                "view": args.view + (" (ipywidgets + bokeh, before issue 27)" if legacy
+                                     else ""),
+                "tree": tree, "nbdist_from": nbdist_from, "panel_bundle": bundle,
                 "idle_interaction": frame_stats(data["frames"], (idle_from, idle_to)),
                 "run_interaction": frame_stats(data["frames"], run),
-                **lag_stats(data["lags"], run),
-                # (from the first message of the run on: before it the view had nothing to
-                # catch up with)
-                "behind": {f"behind_{k}": v for k, v in lag_stats(
-                    [[at, lag] for at, lag in data["behind"] if at - lag >= started],
-                    run).items()},
-                # The same, counted from the message's "as of" (records still waiting to be
-                # applied when it was taken count as behind too).
-                "behind_as_of": {f"as_of_{k}": v for k, v in lag_stats(
-                    [[at, lag] for at, lag in data["behindAsOf"] if at - lag >= started],
-                    run).items()},
-                "behind_as_of_parts": parts_stats(data["parts"], run),
                 # The kernel's full garbage collections during the run: [s into it, s long].
                 "kernel_full_gc": kernel_gc,
-                "behind_news": {f"news_{k}": v for k, v in lag_stats(
-                    [[at, lag] for at, lag in data["behindNews"] if at - lag >= started],
-                    run).items()},
-                "received": {f"arrival_{k}": v for k, v in
-                             lag_stats(data["received"], run).items()},
-                # At the kernel: how old each message's "as of" was when it was taken.
-                "as_of_age_at_send": {f"stale_{k}": v for k, v in
-                                      lag_stats(data["stale"], run).items()},
-                "kernel_cadence": cadence_stats(data["received"], run),
             }
+            result.update(legacy_figures(data, run) if legacy else board_figures(data, run,
+                                                                                 started))
             wall = after["Timestamp"] - before["Timestamp"]
             result.update({
                 "main_thread_busy_pct": round(100 * (after["TaskDuration"]
@@ -462,6 +635,67 @@ def main() -> None:
         if server is not None:
             server.stop()
         remove_tree(root)
+
+
+def keep_in_view(page: Any, legacy: bool) -> None:
+    """Scroll the inline view's graph into the middle of the notebook's viewport."""
+    page.evaluate("""([legacy, inline]) => {
+        const graph = legacy ? document.querySelector('.jp-OutputArea-output .bk-Figure')
+            : document.querySelector(inline + ' .nbdist-graph-canvas');
+        graph.scrollIntoView({block: 'center'});
+    }""", [legacy, INLINE])
+
+
+def board_figures(data: dict[str, Any], run: tuple[float, float],
+                  started: float) -> dict[str, Any]:
+    """The figures of the panel's board (the panel, or the inline widget drawing it)."""
+    return {
+        **lag_stats(data["lags"], run),
+        # (from the first message of the run on: before it the view had nothing to catch up
+        # with)
+        "behind": {f"behind_{k}": v for k, v in lag_stats(
+            [[at, lag] for at, lag in data["behind"] if at - lag >= started], run).items()},
+        # The same, counted from the message's "as of" (records still waiting to be applied
+        # when it was taken count as behind too).
+        "behind_as_of": {f"as_of_{k}": v for k, v in lag_stats(
+            [[at, lag] for at, lag in data["behindAsOf"] if at - lag >= started],
+            run).items()},
+        "behind_as_of_parts": parts_stats(data["parts"], run),
+        "behind_news": {f"news_{k}": v for k, v in lag_stats(
+            [[at, lag] for at, lag in data["behindNews"] if at - lag >= started],
+            run).items()},
+        "received": {f"arrival_{k}": v for k, v in lag_stats(data["received"], run).items()},
+        # At the kernel: how old each message's "as of" was when it was taken.
+        "as_of_age_at_send": {f"stale_{k}": v for k, v in
+                              lag_stats(data["stale"], run).items()},
+        "kernel_cadence": cadence_stats(data["received"], run),
+        "graph_scale_at_end": data["scale"],
+    }
+
+
+def legacy_figures(data: dict[str, Any], run: tuple[float, float]) -> dict[str, Any]:
+    """What the inline view before issue 27 lets us measure: its messages carry no kernel
+    time, so there is no lag or "behind"; instead the gaps between its renders (the summary's
+    count of finished tasks changing) and between its updates' arrivals."""
+    renders = [at for at, _n in data["renders"] if run[0] <= at <= run[1]]
+    gaps = [b - a for a, b in zip(renders, renders[1:], strict=False)]
+    updates = [at for at in data["updates"] if run[0] <= at <= run[1]]
+    update_gaps = [b - a for a, b in zip(updates, updates[1:], strict=False)]
+    return {
+        "lag": "not measurable: the view's messages (ipywidgets state updates) carry no "
+               "kernel time",
+        "renders_during_run": len(renders),
+        "render_gap_ms_median": round(1000 * percentile(gaps, 0.5)),
+        "render_gap_ms_p95": round(1000 * percentile(gaps, 0.95)),
+        "render_gap_ms_max": round(1000 * max(gaps)) if gaps else None,
+        # [s into the run, finished tasks shown]
+        "finished_shown": [[round(at - run[0], 2), n] for at, n in data["renders"]
+                           if run[0] <= at <= run[1] + 60],
+        "widget_updates_during_run": len(updates),
+        "update_gap_ms_p95": round(1000 * percentile(update_gaps, 0.95)),
+        "update_gap_ms_max": round(1000 * max(update_gaps)) if update_gaps else None,
+        "graph_figures_replaced": data["retargets"],
+    }
 
 
 if __name__ == "__main__":
