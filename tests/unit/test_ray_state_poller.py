@@ -92,6 +92,7 @@ def test_a_cancelled_running_task_without_its_workers_pid_ends_once(poller) -> N
 
     done = poll(polled, timeout=30, what="the end published")
     assert [type(e).__name__ for e in done] == ["TaskFailed"]
+    assert done[0].error_type == "TaskCancelledError"  # the error a get raises for it
     assert [type(e).__name__ for e in published].count("TaskStarted") == 1
 
 

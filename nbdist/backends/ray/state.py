@@ -51,6 +51,14 @@ MAX_POLL_GAP_S = 5.0  # but a task's end still shows within seconds (util.state,
 PID_GRACE_S = 5.0  # how long an ended task waits for its worker's own report (node, pid)
 MAX_ENDED = 200_000
 _TASK_ERROR_RE = re.compile(r"(\w+) in task '")
+# Ray's error kinds, named by the exception a `get` raises for them (the name nbdist's own
+# engine records), when the record's message does not name the user's exception.
+_ERROR_NAMES = {
+    "TASK_CANCELLED": "TaskCancelledError",
+    "WORKER_DIED": "WorkerCrashedError",
+    "ACTOR_DIED": "ActorDiedError",
+    "OUT_OF_MEMORY": "OutOfMemoryError",
+}
 
 
 class StatePoller:
@@ -230,5 +238,6 @@ def _error_summary(info: Any) -> tuple[str, str]:
         lines = [ln for ln in text.splitlines() if ln.strip()]
         return m.group(1), lines[-1].split(": ", 1)[-1] if lines else ""
     kind = common_pb2.ErrorType.Name(info.error_type) if info.error_type else "Error"
+    kind = _ERROR_NAMES.get(kind, kind)
     first = text.strip().splitlines()[0] if text.strip() else ""
     return kind, first
