@@ -161,10 +161,10 @@ def test_an_env_that_raises_is_reported_with_its_traceback(cluster: None) -> Non
         algo.stop()
 
 
-def test_multi_agent_policies_say_they_are_not_supported_yet() -> None:
+def test_policies_other_than_the_default_need_a_multi_agent_env() -> None:
     config = small_ppo().multi_agent(policies={"p0", "p1"},
                                      policy_mapping_fn=lambda aid, *a, **k: "p0")
-    with pytest.raises(NotImplementedError, match="multi-agent"):
+    with pytest.raises(ValueError, match="MultiAgentEnv"):
         config.build_algo()
 
 

@@ -83,7 +83,7 @@ import numpy as np
 import nbdist
 from nbdist.rllib.algorithms.algorithm_config import AlgorithmConfig
 from nbdist.rllib.core import ALL_MODULES, DEFAULT_MODULE_ID
-from nbdist.rllib.env.single_agent_episode import SingleAgentEpisode
+from nbdist.rllib.env.multi_agent_episode import MultiAgentEpisode
 from nbdist.tune.trainable.trainable import Trainable
 
 STATE_FILE = "algorithm_state.pkl"
@@ -121,7 +121,7 @@ class Algorithm(Trainable):
         import torch
 
         from nbdist.rllib.env.env_runner_group import EnvRunnerGroup
-        from nbdist.rllib.env.utils import make_env_creator, probe_spaces
+        from nbdist.rllib.env.utils import make_env_creator, probe_env
 
         config.validate()
         if not nbdist.is_initialized():
@@ -133,11 +133,28 @@ class Algorithm(Trainable):
             np.random.seed(int(config.seed))
         self.env_creator, self.env_name = make_env_creator(config.env)
         self.env_config = dict(config.env_config or {})
-        self.observation_space, self.action_space = (
-            (config.observation_space, config.action_space)
-            if config.observation_space is not None and config.action_space is not None
-            else probe_spaces(self.env_creator, self.env_name, self.env_config))
-        self.module_spec = config.get_rl_module_spec(self.observation_space, self.action_space)
+        others = set(config.policies or {}) - {DEFAULT_MODULE_ID}
+        agents: dict[Any, Any] | None = None
+        if config.observation_space is not None and config.action_space is not None \
+                and not others:
+            self.observation_space, self.action_space = (config.observation_space,
+                                                         config.action_space)
+        else:
+            self.observation_space, self.action_space, agents = probe_env(
+                self.env_creator, self.env_name, self.env_config)
+        self.is_multi_agent = agents is not None
+        if others and agents is None:
+            raise ValueError(f"policies {sorted(others)} need a MultiAgentEnv, and "
+                             f"{self.env_name!r} is a single-agent env")
+        if self.is_multi_agent and not self.supports_multi_agent:
+            raise NotImplementedError(
+                f"{type(self).__name__} does not train multi-agent envs in nbdist.rllib yet "
+                "(PPO does)")
+        if agents is not None:
+            self.module_spec = self._multi_rl_module_spec(config, agents)
+        else:
+            self.module_spec = config.get_rl_module_spec(self.observation_space,
+                                                         self.action_space)
         self.module = self.module_spec.build()
         self.module.eval()
         self.run_name = f"{type(self).__name__}_{self.env_name}_{next(_names)}"
@@ -147,6 +164,12 @@ class Algorithm(Trainable):
         self._lens: collections.deque[int] = collections.deque(maxlen=window)
         self._iter_returns: list[float] = []
         self._iter: dict[str, float] = collections.defaultdict(float)
+        self._agent_returns: dict[Any, collections.deque[float]] = {}
+        self._module_returns: dict[str, collections.deque[float]] = {}
+        self._iter_agent_steps: dict[Any, int] = collections.defaultdict(int)
+        self._iter_module_steps: dict[str, int] = collections.defaultdict(int)
+        self._agent_steps_lifetime: dict[Any, int] = collections.defaultdict(int)
+        self._module_steps_lifetime: dict[str, int] = collections.defaultdict(int)
         self.extra_results: dict[str, Any] = {}
         self._time_total = 0.0
         self._stopped = False
@@ -169,6 +192,50 @@ class Algorithm(Trainable):
         """The algorithm's ``Learner`` (None: ``training_step`` updates ``self.module``)."""
         return None
 
+    supports_multi_agent = False  # the algorithm trains a MultiRLModule (PPO)
+
+    def _multi_rl_module_spec(self, config: Any, agents: dict[Any, Any]) -> Any:
+        """One module spec per policy, with the spaces of the first agent mapped to it (of
+        the first agent if none is)."""
+        from nbdist.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
+        from nbdist.rllib.env.multi_agent_env_runner import default_policy_mapping_fn
+
+        policies = dict(config.policies or {DEFAULT_MODULE_ID: None})
+        if config.policy_mapping_fn is None:
+            only = next(iter(policies)) if len(policies) == 1 else DEFAULT_MODULE_ID
+            config.policy_mapping_fn = (default_policy_mapping_fn if only == DEFAULT_MODULE_ID
+                                        else _MapTo(only))
+        probe = MultiAgentEpisode(agent_to_module_mapping_fn=_Mapping(config.policy_mapping_fn))
+        spaces: dict[str, Any] = {}
+        for aid, agent_spaces in agents.items():
+            spaces.setdefault(probe.module_for(aid), agent_spaces)
+        unknown = sorted(set(spaces) - set(policies))
+        if unknown:
+            raise ValueError(f"policy_mapping_fn maps agents to {unknown}, which are not "
+                             f"among the policies {sorted(policies)}")
+        first = next(iter(agents.values()))
+        given = config._rl_module_spec
+        given_specs = dict(getattr(given, "rl_module_specs", None) or {})
+        specs = {}
+        for mid, policy in policies.items():
+            obs_space, act_space = spaces.get(mid, first)
+            obs_space = getattr(policy, "observation_space", None) or obs_space
+            act_space = getattr(policy, "action_space", None) or act_space
+            base = given_specs.get(mid)
+            if base is None and hasattr(policy, "module_class"):
+                base = policy
+            specs[str(mid)] = config.get_rl_module_spec(obs_space, act_space, base=base)
+        return MultiRLModuleSpec(rl_module_specs=specs)
+
+    def is_trainable(self, module_id: str) -> bool:
+        """Whether ``policies_to_train`` lets the learner update ``module_id``."""
+        ptt = self.config.policies_to_train
+        if ptt is None:
+            return True
+        if callable(ptt):
+            return bool(ptt(module_id, None))
+        return module_id in set(ptt)
+
     @property
     def env_runner(self) -> Any:
         return self.env_runner_group.local_env_runner
@@ -176,16 +243,18 @@ class Algorithm(Trainable):
     # --- what training_step uses ----------------------------------------------------------
     def sample_episodes(self, *, num_env_steps: int | None = None,
                         num_episodes: int | None = None, explore: bool = True,
-                        random_actions: bool = False) -> list[SingleAgentEpisode]:
+                        random_actions: bool = False) -> list[Any]:
         results = self.env_runner_group.sample(num_timesteps=num_env_steps,
                                                num_episodes=num_episodes, explore=explore,
                                                random_actions=random_actions)
-        episodes: list[SingleAgentEpisode] = []
+        episodes: list[Any] = []  # SingleAgentEpisode (MultiAgentEpisode) chunks
         for result in results:
             episodes += result["episodes"]
             self._runner_steps[int(result.get("worker_index", 0))] += result["num_env_steps"]
             self.record_episodes(result["episode_returns"], result["episode_lens"],
                                  result["num_env_steps"])
+            if "agent_episode_returns" in result:
+                self._record_agents(result)
             self._iter["sample_time_s"] = max(self._iter["sample_time_s"],
                                               result["sample_time_s"])
         return episodes
@@ -199,6 +268,21 @@ class Algorithm(Trainable):
         self._iter["num_episodes"] += len(returns)
         self.counters["num_env_steps_sampled_lifetime"] += int(env_steps)
         self.counters["num_episodes_lifetime"] += len(returns)
+
+    def _record_agents(self, result: dict[str, Any]) -> None:
+        """A multi-agent runner's per-agent and per-module returns and step counts."""
+        window = int(self.config.metrics_num_episodes_for_smoothing)
+        for returns, store in ((result["agent_episode_returns"], self._agent_returns),
+                               (result["module_episode_returns"], self._module_returns)):
+            for episode in returns:
+                for key, value in episode.items():
+                    store.setdefault(key, collections.deque(maxlen=window)).append(float(value))
+        for key, n in result["num_agent_steps"].items():
+            self._iter_agent_steps[key] += n
+            self._agent_steps_lifetime[key] += n
+        for key, n in result["num_module_steps"].items():
+            self._iter_module_steps[key] += n
+            self._module_steps_lifetime[key] += n
 
     def sync_weights(self) -> None:
         self.env_runner_group.sync_weights(self.module.get_state())
@@ -217,6 +301,8 @@ class Algorithm(Trainable):
                 self._publish("RUNNING", "training")
             self._iter = collections.defaultdict(float)
             self._iter_returns = []
+            self._iter_agent_steps = collections.defaultdict(int)
+            self._iter_module_steps = collections.defaultdict(int)
             self.extra_results = {}
             learner_results = dict(self.training_step() or {})
             min_time = self.config.min_time_s_per_iteration
@@ -262,6 +348,16 @@ class Algorithm(Trainable):
             "sample": self._iter["sample_time_s"],
             "num_healthy_workers": self.env_runner_group.num_healthy_remote_workers(),
         }
+        if self.is_multi_agent:
+            env_runners.update({
+                "agent_episode_returns_mean": {a: float(np.mean(r))
+                                               for a, r in self._agent_returns.items()},
+                "module_episode_returns_mean": {m: float(np.mean(r))
+                                                for m, r in self._module_returns.items()},
+                "num_agent_steps_sampled": dict(self._iter_agent_steps),
+                "num_module_steps_sampled": dict(self._iter_module_steps),
+                "num_agent_steps_sampled_lifetime": dict(self._agent_steps_lifetime),
+                "num_module_steps_sampled_lifetime": dict(self._module_steps_lifetime)})
         result: dict[str, Any] = {
             "env_runners": env_runners,
             "learners": learner_results,
@@ -320,23 +416,33 @@ class Algorithm(Trainable):
             "num_episodes": len(returns), "num_env_steps_sampled": int(steps)}}
 
     def get_module(self, module_id: str = DEFAULT_MODULE_ID) -> Any:
+        """The module ``module_id`` (in the driver); None if the algorithm has no such
+        module. A single-agent algorithm's one module is ``default_policy``."""
+        if self.is_multi_agent:
+            return self.module[module_id] if module_id in self.module else None
         return self.module
 
     def compute_single_action(self, observation: Any, *, explore: bool = False,
                               policy_id: str = DEFAULT_MODULE_ID, **_: Any) -> Any:
-        """The module's action for one observation (greedy unless ``explore``)."""
-        actions, _extras = self.module.compute_actions(np.asarray(observation)[None],
-                                                       explore=explore)
+        """The action of module ``policy_id`` for one observation (greedy unless
+        ``explore``)."""
+        module = self.get_module(policy_id)
+        if module is None:
+            raise KeyError(f"no module {policy_id!r}")
+        actions, _extras = module.compute_actions(np.asarray(observation)[None],
+                                                  explore=explore)
         action = actions[0]
-        if hasattr(self.action_space, "n") and getattr(self.action_space, "shape", ()) == ():
+        space = module.action_space
+        if hasattr(space, "n") and getattr(space, "shape", ()) == ():
             return int(action)
-        if hasattr(self.action_space, "low"):  # as the env runners send it to the env
-            return np.clip(action, self.action_space.low, self.action_space.high)
+        if hasattr(space, "low"):  # as the env runners send it to the env
+            return np.clip(action, space.low, space.high)
         return action
 
     def compute_actions(self, observations: Any, *, explore: bool = False,
-                        **_: Any) -> Any:
-        return self.module.compute_actions(np.asarray(observations), explore=explore)[0]
+                        policy_id: str = DEFAULT_MODULE_ID, **_: Any) -> Any:
+        return self.get_module(policy_id).compute_actions(np.asarray(observations),
+                                                          explore=explore)[0]
 
     # --- state, checkpoints ---------------------------------------------------------------
     def get_state(self) -> dict[str, Any]:
@@ -344,7 +450,9 @@ class Algorithm(Trainable):
                 "learner": None if self.learner is None else self.learner.get_state(),
                 "counters": dict(self.counters), "iteration": self._iteration,
                 "time_total_s": self._time_total, "returns": list(self._returns),
-                "lens": list(self._lens)}
+                "lens": list(self._lens),
+                "agent_returns": {a: list(r) for a, r in self._agent_returns.items()},
+                "module_returns": {m: list(r) for m, r in self._module_returns.items()}}
 
     def set_state(self, state: dict[str, Any]) -> None:
         self.module.set_state(state["rl_module"])
@@ -358,6 +466,11 @@ class Algorithm(Trainable):
         self._returns.extend(state.get("returns", []))
         self._lens.clear()
         self._lens.extend(state.get("lens", []))
+        window = int(self.config.metrics_num_episodes_for_smoothing)
+        self._agent_returns = {a: collections.deque(r, maxlen=window)
+                               for a, r in state.get("agent_returns", {}).items()}
+        self._module_returns = {m: collections.deque(r, maxlen=window)
+                                for m, r in state.get("module_returns", {}).items()}
         self.sync_weights()
 
     def save_to_path(self, path: str | None = None, **_: Any) -> str:
@@ -462,6 +575,30 @@ class Algorithm(Trainable):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(env={self.env_name}; env-runners={len(self.env_runner_group.actors)})"
+
+
+class _MapTo:
+    """The mapping of every agent to one module (picklable)."""
+
+    def __init__(self, module_id: str) -> None:
+        self.module_id = module_id
+
+    def __call__(self, agent_id: Any, episode: Any, **_: Any) -> str:
+        return self.module_id
+
+
+class _Mapping:
+    """``policy_mapping_fn(agent_id, episode, **kwargs)``, or ``(agent_id, episode)`` for a
+    fn that takes no keywords, as the runners call it."""
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+
+    def __call__(self, agent_id: Any, episode: Any) -> str:
+        try:
+            return str(self.fn(agent_id, episode, worker=None))
+        except TypeError:
+            return str(self.fn(agent_id, episode))
 
 
 def _checkpoint_path(path: Any) -> str:

@@ -236,6 +236,11 @@ class AlgorithmConfig:
 
     def multi_agent(self, *, policies: Any = NotProvided, policy_mapping_fn: Any = NotProvided,
                     policies_to_train: Any = NotProvided, **_: Any) -> AlgorithmConfig:
+        """Several modules (policies) for the agents of a ``MultiAgentEnv``: ``policies`` (a
+        set of module ids, or a dict of id -> None / ``RLModuleSpec`` / a spec with
+        ``observation_space`` and ``action_space``), ``policy_mapping_fn(agent_id, episode,
+        **kwargs) -> module_id`` (asked once per agent and episode), ``policies_to_train``
+        (a collection of ids, or ``f(module_id, batch) -> bool``; None: all)."""
         if policies is not NotProvided and not isinstance(policies, dict):
             policies = {p: None for p in policies}
         return self._set(policies=policies, policy_mapping_fn=policy_mapping_fn,
@@ -290,8 +295,15 @@ class AlgorithmConfig:
 
         return RLModuleSpec(module_class=ActorCriticMLPModule)
 
-    def get_rl_module_spec(self, observation_space: Any, action_space: Any) -> Any:
-        spec = copy.copy(self._rl_module_spec or self.get_default_rl_module_spec())
+    def get_rl_module_spec(self, observation_space: Any, action_space: Any,
+                           base: Any = None) -> Any:
+        """The module spec for these spaces: ``base`` (one policy's own spec), else the one
+        given to ``rl_module(rl_module_spec=...)``, else the algorithm's default, with the
+        spaces and ``model_config`` filled in."""
+        given = self._rl_module_spec
+        if base is None and given is not None and not hasattr(given, "rl_module_specs"):
+            base = given
+        spec = copy.copy(base or self.get_default_rl_module_spec())
         if spec.module_class is None:
             spec.module_class = self.get_default_rl_module_spec().module_class
         spec.observation_space = spec.observation_space or observation_space
@@ -308,12 +320,12 @@ class AlgorithmConfig:
             raise ValueError("num_env_runners must be >= 0")
         if self.framework_str != "torch":
             raise ValueError("nbdist.rllib runs on torch only")
-        others = set(self.policies or {}) - {"default_policy"}
-        if others:
-            raise NotImplementedError(
-                f"multi-agent training (policies {sorted(others)}) is not there yet: "
-                "nbdist.rllib's env runners step single-agent gymnasium envs; the "
-                "multi_agent() settings are kept in the config (to_dict) only")
+        ptt = self.policies_to_train
+        if ptt is not None and not callable(ptt) and self.policies:
+            unknown = sorted(set(ptt) - set(self.policies))
+            if unknown:
+                raise ValueError(f"policies_to_train names {unknown}, which are not among "
+                                 f"the policies {sorted(self.policies)}")
 
     def build_algo(self, env: Any = None, logger_creator: Any = None,
                    use_copy: bool = True) -> Any:

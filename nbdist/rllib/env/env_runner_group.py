@@ -5,7 +5,8 @@
       sample(n)           -> runner.sample.remote(ref, num_timesteps=n/N) ...
                           <- episodes + metrics (finished episodes' returns and lengths)
 
-``num_env_runners=0``: one runner lives in the driver (no actor, no placement group). The
+A ``MultiAgentEnv`` (a module per policy) gets ``MultiAgentEnvRunner``s instead of
+``SingleAgentEnvRunner``s. ``num_env_runners=0``: one runner lives in the driver (no actor, no placement group). The
 module's weights are put in the object store once per change and the same reference goes to
 every runner. A runner whose actor died (its process killed, its node lost) is replaced by a new
 actor in the same bundle, given the current weights, and asked again: the iteration goes on
@@ -23,7 +24,9 @@ import time
 from typing import Any
 
 import nbdist
+from nbdist.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
 from nbdist.rllib.env.env_runner import SingleAgentEnvRunner
+from nbdist.rllib.env.multi_agent_env_runner import MultiAgentEnvRunner
 
 # The driver waits on its runners in steps this short, so that a notebook shows the run's view
 # rather than a progress bar per iteration (a bar opens for a get or wait still blocked after a
@@ -56,6 +59,10 @@ class EnvRunnerGroup:
                         "module_spec": module_spec, "num_workers": self.num_env_runners,
                         "seed": config.seed,
                         "clip_actions": bool(config.clip_actions or config.normalize_actions)}
+        self.runner_class: Any = SingleAgentEnvRunner
+        if isinstance(module_spec, MultiRLModuleSpec):  # a MultiAgentEnv, a module per policy
+            self.runner_class = MultiAgentEnvRunner
+            self._kwargs["policy_mapping_fn"] = config.policy_mapping_fn
         self.num_restarts = 0
         self._state_ref: Any = None
         self._state: dict[str, Any] | None = module_state
@@ -64,9 +71,9 @@ class EnvRunnerGroup:
         self.placement_group: Any = None
         self._starting: list[Any] = []  # the runners' first calls, until wait_ready()
         if self.num_env_runners == 0 or local:
-            self.local_env_runner = SingleAgentEnvRunner(worker_index=0,
-                                                         module_state=module_state,
-                                                         **self._kwargs)
+            self.local_env_runner = self.runner_class(worker_index=0,
+                                                      module_state=module_state,
+                                                      **self._kwargs)
         if self.num_env_runners > 0:
             self._start_actors()
             if wait_ready:
@@ -104,7 +111,7 @@ class EnvRunnerGroup:
     def _make_actor(self, index: int) -> Any:
         from nbdist.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-        cls = nbdist.remote(SingleAgentEnvRunner)
+        cls = nbdist.remote(self.runner_class)
         strategy = PlacementGroupSchedulingStrategy(self.placement_group,
                                                     placement_group_bundle_index=index - 1)
         return cls.options(num_cpus=float(self.config.num_cpus_per_env_runner),

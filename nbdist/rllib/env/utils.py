@@ -67,3 +67,34 @@ def probe_spaces(creator: Any, name: str, env_config: dict[str, Any]) -> tuple[A
             env.close()
         except Exception:
             pass
+
+
+def probe_env(creator: Any, name: str,
+              env_config: dict[str, Any]) -> tuple[Any, Any, dict[Any, Any] | None]:
+    """The spaces of one env built in the driver: (observation space, action space, agents),
+    agents being None for a single-agent env and ``{agent_id: (observation space, action
+    space)}`` for a ``MultiAgentEnv`` (its ``possible_agents``, else its ``agents``)."""
+    from nbdist.rllib.env.env_runner import EnvContext, EnvError
+    from nbdist.rllib.env.multi_agent_env import MultiAgentEnv
+
+    try:
+        env = creator(EnvContext(env_config, 0, 0))
+    except Exception as exc:
+        raise EnvError(f"the env {name!r} raised while building: {type(exc).__name__}: "
+                       f"{exc}") from exc
+    try:
+        if not isinstance(env, MultiAgentEnv):
+            return env.observation_space, env.action_space, None
+        agents = list(env.possible_agents or env.agents)
+        if not agents:
+            env.reset()
+            agents = list(env.agents)
+        spaces = {aid: (env.get_observation_space(aid), env.get_action_space(aid))
+                  for aid in agents}
+        first = next(iter(spaces.values()), (None, None))
+        return first[0], first[1], spaces
+    finally:
+        try:
+            env.close()
+        except Exception:
+            pass

@@ -20,6 +20,7 @@ from nbdist.rllib.algorithms.algorithm_config import AlgorithmConfig, NotProvide
 from nbdist.rllib.algorithms.ppo.ppo_losses import compute_gae, ppo_loss
 from nbdist.rllib.core import DEFAULT_MODULE_ID
 from nbdist.rllib.core.learner.learner import Learner
+from nbdist.rllib.core.learner.learner_group import LearnerGroup
 from nbdist.rllib.core.rl_module.rl_module import action_distribution
 
 
@@ -151,17 +152,29 @@ class PPO(Algorithm):
     def get_default_config(cls) -> PPOConfig:
         return PPOConfig(algo_class=cls)
 
+    supports_multi_agent = True
+
     def build_learner(self) -> Any:
         learner_class = self.config.learner_class or PPOLearner
-        return learner_class(config=self.config, module=self.module)
+        return LearnerGroup(config=self.config, module=self.module,
+                            learner_class=learner_class)
 
     def training_step(self) -> dict[str, Any]:
         config = self.config
         episodes = self.sample_episodes(num_env_steps=config.total_train_batch_size)
-        batch = build_ppo_batch(self.module, episodes, gamma=config.gamma,
-                                lambda_=config.lambda_, use_gae=config.use_gae)
-        stats = self.learner.update(batch, minibatch_size=config.minibatch_size,
+        if self.is_multi_agent:  # each module trains on its own agents' trajectories
+            by_module: dict[str, list[Any]] = {}
+            for episode in episodes:
+                for mid, agent_episodes in episode.get_agent_episodes_by_module().items():
+                    by_module.setdefault(mid, []).extend(agent_episodes)
+        else:
+            by_module = {DEFAULT_MODULE_ID: episodes}
+        batches = {mid: build_ppo_batch(self.get_module(mid), eps, gamma=config.gamma,
+                                        lambda_=config.lambda_, use_gae=config.use_gae)
+                   for mid, eps in by_module.items()
+                   if self.is_trainable(mid) and any(len(e) for e in eps)}
+        stats = self.learner.update(batches, minibatch_size=config.minibatch_size,
                                     num_epochs=config.num_epochs,
                                     shuffle=config.shuffle_batch_per_epoch)
         self.sync_weights()
-        return {DEFAULT_MODULE_ID: stats, "num_env_steps_trained": len(batch["advantages"])}
+        return {**stats, "num_env_steps_trained": sum(len(e) for e in episodes)}

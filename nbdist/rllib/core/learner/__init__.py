@@ -1,5 +1,7 @@
-"""``Learner``: the update of an algorithm's module from a batch (see learner.py)."""
+"""``Learner``: the update of an algorithm's module from a batch (see learner.py);
+``LearnerGroup``: one learner per module the algorithm trains (learner_group.py)."""
 
 from nbdist.rllib.core.learner.learner import Learner, TorchLearner
+from nbdist.rllib.core.learner.learner_group import LearnerGroup
 
-__all__ = ["Learner", "TorchLearner"]
+__all__ = ["Learner", "LearnerGroup", "TorchLearner"]

@@ -1,5 +1,7 @@
-"""``RLModule`` and ``RLModuleSpec`` (Ray's names), and the default actor-critic MLP."""
+"""``RLModule`` and ``RLModuleSpec`` (Ray's names), the default actor-critic MLP, and
+``MultiRLModule`` / ``MultiRLModuleSpec`` (one module per policy)."""
 
+from nbdist.rllib.core.rl_module.multi_rl_module import MultiRLModule, MultiRLModuleSpec
 from nbdist.rllib.core.rl_module.rl_module import (
     ActorCriticMLPModule,
     RLModule,
@@ -9,5 +11,5 @@ from nbdist.rllib.core.rl_module.rl_module import (
     build_mlp,
 )
 
-__all__ = ["ActorCriticMLPModule", "RLModule", "RLModuleSpec", "TorchRLModule",
-           "action_distribution", "build_mlp"]
+__all__ = ["ActorCriticMLPModule", "MultiRLModule", "MultiRLModuleSpec", "RLModule",
+           "RLModuleSpec", "TorchRLModule", "action_distribution", "build_mlp"]

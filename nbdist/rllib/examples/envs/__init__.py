@@ -1,0 +1,1 @@
+"""RLlib's example environments (``ray.rllib.examples.envs``)."""

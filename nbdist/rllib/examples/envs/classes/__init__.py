@@ -1,0 +1,1 @@
+"""RLlib's example environment classes (``ray.rllib.examples.envs.classes``)."""
