@@ -16,6 +16,14 @@ Scenarios, sized by ``--rows`` and ``--mb``:
 Usage: ``python benchmarks/data_bench.py [--rows N] [--mb M] [--repeat R]
 [--systems nbdist,ray,pyarrow]``;
 prints a Markdown table (seconds, lower is better) and the ratios.
+
+``--mode train_feed`` measures instead how fast a dataset feeds a 2-worker ``TorchTrainer``
+(workers of half a CPU each, so the data tasks have a CPU): ``range(--feed-rows)`` mapped to
+a float32 feature column and a label, read by each rank from
+``get_dataset_shard("train").iter_torch_batches(batch_size=--batch-size)``, one epoch, on
+nbdist and on Ray Data + Ray Train 2.60 (``--systems nbdist,ray``). Its figures are rows/s
+summed over the ranks: end to end (all rows over ``fit()``'s wall time, worker start and the
+process group included) and while iterating (all rows over the slowest rank's loop time).
 """
 
 from __future__ import annotations
@@ -128,11 +136,66 @@ def run_pyarrow(rows: int, mb: int, folder: str, repeat: int) -> dict[str, float
     return out
 
 
-def child(system: str, rows: int, mb: int, repeat: int) -> None:
+def _feed_loop(config: dict) -> None:
+    """One rank: a pass over its shard in torch batches; its rows and loop time to a file."""
+    if config["system"] == "ray":
+        from ray import train
+    else:
+        from nbdist import train
+    shard = train.get_dataset_shard("train")
+    rows = 0
+    t0 = time.perf_counter()
+    for batch in shard.iter_torch_batches(batch_size=config["batch_size"]):
+        rows += len(batch["y"])
+    took = time.perf_counter() - t0
+    rank = train.get_context().get_world_rank()
+    with open(os.path.join(config["dir"], f"rank{rank}.json"), "w") as f:
+        json.dump({"rows": rows, "seconds": took}, f)
+    train.report({"rows": rows})
+
+
+def _features(batch: dict) -> dict:
+    import numpy as np
+
+    x = batch["id"].astype(np.float32)
+    return {"x": x, "y": 2 * x + 1}
+
+
+def run_train_feed(system: str, rows: int, batch_size: int, folder: str) -> dict[str, float]:
+    engine, data, startup = _engine(system)
+    if system == "ray":
+        from ray import train
+        from ray.train.torch import TorchTrainer
+    else:
+        from nbdist import train  # type: ignore[no-redef]
+        from nbdist.train.torch import TorchTrainer  # type: ignore[no-redef,assignment]
+    ds = data.range(rows).map_batches(_features)
+    t0 = time.perf_counter()
+    TorchTrainer(_feed_loop, train_loop_config={"system": system, "dir": folder,
+                                                "batch_size": batch_size},
+                 datasets={"train": ds},
+                 scaling_config=train.ScalingConfig(num_workers=2,
+                                                    resources_per_worker={"CPU": 0.5}),
+                 run_config=train.RunConfig(name="feed", storage_path=folder)).fit()
+    wall = time.perf_counter() - t0
+    ranks = [json.load(open(os.path.join(folder, f"rank{r}.json"))) for r in range(2)]
+    engine.shutdown()
+    total = sum(r["rows"] for r in ranks)
+    return {"startup": startup, "rows": float(total), "fit_s": wall,
+            "end_to_end": total / wall,
+            "iterating": total / max(r["seconds"] for r in ranks)}
+
+
+def child(system: str, rows: int, mb: int, repeat: int, mode: str = "scenarios",
+          batch_size: int = 1024) -> None:
     folder = tempfile.mkdtemp(prefix="nbdist_data_bench_")
     try:
-        result = run_pyarrow(rows, mb, folder, repeat) if system == "pyarrow" else \
-            run_engine(system, rows, mb, folder, repeat)
+        if mode == "train_feed":
+            result = run_train_feed(system, rows, batch_size, folder)
+        elif system == "pyarrow":
+            result = run_pyarrow(rows, mb, folder, repeat)
+        else:
+            result = run_engine(system, rows, mb, folder, repeat)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     print(json.dumps(result))
@@ -144,23 +207,35 @@ def main() -> None:
     ap.add_argument("--mb", type=int, default=256)
     ap.add_argument("--systems", default="nbdist,ray,pyarrow")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--mode", choices=("scenarios", "train_feed"), default="scenarios")
+    ap.add_argument("--feed-rows", type=int, default=2_000_000)
+    ap.add_argument("--batch-size", type=int, default=1024)
     ap.add_argument("--child")
     args = ap.parse_args()
+    feed = args.mode == "train_feed"
+    rows = args.feed_rows if feed else args.rows
     if args.child:
-        child(args.child, args.rows, args.mb, args.repeat)
+        child(args.child, rows, args.mb, args.repeat, args.mode, args.batch_size)
         return
+    systems = args.systems.split(",")
+    if feed:
+        systems = [s for s in systems if s != "pyarrow"]  # no trainer without an engine
     results: dict[str, dict[str, float]] = {}
-    for system in args.systems.split(","):
+    for system in systems:
         print(f"running {system} ...", file=sys.stderr)
-        proc = subprocess.run([sys.executable, __file__, "--child", system, "--rows",
-                               str(args.rows), "--mb", str(args.mb), "--repeat",
-                               str(args.repeat)],
+        proc = subprocess.run([sys.executable, __file__, "--child", system, "--mode",
+                               args.mode, "--rows" if not feed else "--feed-rows", str(rows),
+                               "--mb", str(args.mb), "--repeat", str(args.repeat),
+                               "--batch-size", str(args.batch_size)],
                               capture_output=True, text=True, timeout=1800)
         lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
         if proc.returncode or not lines:
             print(f"{system} failed:\n{proc.stderr[-3000:]}", file=sys.stderr)
             continue
         results[system] = json.loads(lines[-1])
+    if feed:
+        _feed_table(results, rows, args.batch_size)
+        return
     systems = list(results)
     print(f"rows={args.rows:,} mb={args.mb}\n")
     print("| scenario | " + " | ".join(systems) + " | Ray / nbdist | nbdist / pyarrow |")
@@ -173,6 +248,22 @@ def main() -> None:
         r1 = f"{ray_ / nb:.1f}×" if nb and ray_ else "–"
         r2 = f"{nb / pa_:.1f}×" if nb and pa_ else "–"
         print(f"| {name} | " + " | ".join(cells) + f" | {r1} | {r2} |")
+
+
+def _feed_table(results: dict[str, dict[str, float]], rows: int, batch_size: int) -> None:
+    systems = list(results)
+    print(f"feed_rows={rows:,} batch_size={batch_size} load={os.getloadavg()[0]:.1f}\n")
+    print("| figure | " + " | ".join(systems) + " | nbdist / Ray |")
+    print("|---" * (len(systems) + 2) + "|")
+    for name, unit in (("startup", "s"), ("fit_s", "s"), ("rows", "rows"),
+                       ("end_to_end", "rows/s"), ("iterating", "rows/s")):
+        cells = [("–" if name not in results[s] else f"{results[s][name]:.2f} s"
+                  if unit == "s" else f"{results[s][name]:,.0f} {unit}") for s in systems]
+        nb, ray_ = results.get("nbdist", {}).get(name), results.get("ray", {}).get(name)
+        ratio = "–"
+        if nb and ray_ and unit != "rows":
+            ratio = f"{nb / ray_:.1f}×" if unit == "rows/s" else f"{ray_ / nb:.1f}× faster"
+        print(f"| {name} | " + " | ".join(cells) + f" | {ratio} |")
 
 
 if __name__ == "__main__":
