@@ -10,7 +10,11 @@ widget of ``nbdist.show()``, displayed in the notebook's cell before the run (th
 stays closed), with the same interaction on its graph and the same figures: it draws the
 panel's board, and its messages (the widget's custom messages) are the panel's, with the
 same time stamps. The widget's graph is scrolled into view before the baseline and again
-once the run's cell is added (JupyterLab does not render cells out of view).
+once the run's cell is added (JupyterLab does not render cells out of view). When the run's
+cell ends, the kernel writes the widget's output again (its static form follows the state), and
+JupyterLab then draws a new view of the widget: its catch-up is that of the view on screen
+(the new one, from its first snapshot, if the old one had not caught up), and
+``view_replaced_by_the_end`` says whether this happened before the interaction stopped.
 
 ``--tree DIR`` runs nbdist from another checkout (a git worktree of an older commit): the
 kernel, and so the cluster it starts, import it (first on PYTHONPATH), and JupyterLab serves
@@ -105,7 +109,7 @@ INSTRUMENT = """(root) => {
     const canvas = panel.querySelector('.nbdist-graph-canvas');
     const rect = canvas.getBoundingClientRect();
     const x = rect.left + rect.width / 2, y = rect.top + rect.height / 2;
-    const b = window.__bench = {frames: [], lags: [], running: true, step: 0};
+    const b = window.__bench = {frames: [], lags: [], running: true, step: 0, root: panel};
     const opts = (dx) => ({bubbles: true, clientX: x + dx, clientY: y, pointerId: 1,
                            buttons: 1});
     canvas.dispatchEvent(new PointerEvent('pointerdown', opts(0)));
@@ -194,7 +198,9 @@ STOP = """(root) => {
     const zoomed = document.querySelector(root + ' [data-scale]');
     return {frames: b.frames, lags: b.lags, received: b.received, longtasks: b.longtasks,
             behind: b.behind, behindAsOf: b.behindAsOf, behindNews: b.behindNews,
-            stale: b.stale, parts: b.parts, scale: zoomed ? zoomed.dataset.scale : null};
+            stale: b.stale, parts: b.parts, scale: zoomed ? zoomed.dataset.scale : null,
+            // Whether the view measured was replaced by a new one (its output re-rendered).
+            replaced: document.querySelector(root) !== b.root};
 }"""
 
 ALL_FINISHED = """([n, root]) => {
@@ -670,6 +676,7 @@ def board_figures(data: dict[str, Any], run: tuple[float, float],
                               lag_stats(data["stale"], run).items()},
         "kernel_cadence": cadence_stats(data["received"], run),
         "graph_scale_at_end": data["scale"],
+        "view_replaced_by_the_end": data["replaced"],
     }
 
 
