@@ -72,6 +72,8 @@ class LocalBackend:
         if env is not None:
             extra = {**(extra or {}), "runtime_env": env}
         if type(nret) is str:  # a generator: "streaming" or "dynamic"
+            # Its values may be rebuilt from lineage while retries last (`scheduler.lineage`).
+            extra = {**(extra or {}), "generator": rf._retries}
             return generator_call(client, nret, backpressure_of(rf._options), args, kwargs,
                                   rf._fid, pickled, rf._task_name, resources, extra,
                                   retries=(rf._retries, rf._retry_exc))

@@ -28,6 +28,12 @@ Dynamic. ``num_returns="dynamic"``: the task's one return is a `DynamicObjectRef
 (a list of refs, one per yielded value, and one more holding the error if the generator
 raised), made in the worker when the generator is done.
 
+Rebuilt. A generator task another node ran leaves its values in that node's store; when that
+node is lost, the caller's node runs the task again with ``extra["rebuild"]``: the ids of the
+values to make again, by index (`nbdist.scheduler.lineage`). `run` then stores the i-th value
+the generator yields under the i-th id (or its error, if it raises there) and returns nothing
+(the task declares no return): the refs the caller holds are the same, as in Ray.
+
 Static. ``num_returns=N`` on a generator function (N = 1 too): the worker takes its values for
 the N returns (`static_returns`); if it raises before the N-th, the returns it did not yield
 hold the error. A ``"dynamic"`` task whose function returns no generator fails.
@@ -329,6 +335,10 @@ def run(client: Any, spec: tuple, fn: Any, args: list[Any], kwargs: dict[str, An
     """Run a generator call (``args[0]`` is its marker) in this thread."""
     import asyncio  # here, not at the top: most processes never stream
 
+    extra = spec[P.S_EXTRA]
+    if extra and extra.get("rebuild"):
+        _rebuild(client, fn(*args[1:], **kwargs), extra["rebuild"], error_blob)
+        return None
     if type(args[0]) is DynamicMarker:
         gen = _generator_of(fn(*args[1:], **kwargs))
         if hasattr(gen, "__anext__"):
@@ -377,6 +387,40 @@ async def run_async(client: Any, spec: tuple, fn: Any, args: list[Any],
     except Exception as exc:
         stream.failed(exc)
     return StreamEnd(stream.refs)
+
+
+def _rebuild(client: Any, gen: Any, ids: list[int | None], error_blob: Any) -> None:
+    """Store the values of ``gen`` (a generator's rerun) under ``ids``, by index (None: that
+    value is not needed); if it raises, its error goes where the next value would."""
+    import asyncio
+
+    refs: list[ObjectRef] = []  # (held until every value is stored)
+    done = [0]
+
+    def store(value: Any) -> bool:
+        i = done[0]
+        oid = ids[i] if i < len(ids) else None
+        if oid:
+            refs.append(put_at(client, oid, value))
+        done[0] = i + 1
+        return done[0] < len(ids)
+
+    async def drive_async() -> None:
+        async for value in gen:
+            if not store(value):
+                break
+
+    try:
+        if hasattr(gen, "__anext__"):
+            asyncio.run(drive_async())
+        else:
+            for value in _generator_of(gen):
+                if not store(value):
+                    break
+    except Exception as exc:
+        oid = ids[done[0]] if done[0] < len(ids) else None
+        if oid:
+            refs.append(put_error_at(client, oid, error_blob(exc)))
 
 
 def _generator_of(value: Any) -> Any:

@@ -19,6 +19,7 @@ from typing import Any
 from nbdist import events as ev
 from nbdist.exceptions import (
     ActorDiedError,
+    ObjectLostError,
     OutOfMemoryError,
     TaskCancelledError,
     TaskPlacementGroupRemoved,
@@ -27,6 +28,7 @@ from nbdist.exceptions import (
 from nbdist.ids import CLIENT_SHIFT, NODE_SHIFT
 from nbdist.scheduler.actors import ActorTable
 from nbdist.scheduler.bundles import Bundles, group_of
+from nbdist.scheduler.lineage import Lineage
 from nbdist.scheduler.notices import Notices
 from nbdist.scheduler.objects import ObjectTable
 from nbdist.scheduler.placement import Placement, without_soft_pins
@@ -56,6 +58,9 @@ class NodeState:
         self.stepper = Stepper(self.notices, self._go)
         self._objs = self.objects.by_id
         self._tasks = self.tasks.by_id
+        self.lineage = Lineage(self.node_index, self._objs, self.objects.incref,
+                               self.objects.decref)
+        self.tasks.rebuilt = self._rebuilt
         # Tasks that submitted tasks here, and tasks being cancelled with the tasks they
         # submit: ids of ended tasks leave them when they have doubled (`_pruned`).
         self.parents: set[int] = set()
@@ -63,7 +68,12 @@ class NodeState:
         self._prune_at = 1024
 
     def _producer(self, oid: int) -> Task | None:
-        return self.tasks.producer(oid)
+        task = self.tasks.producer(oid)
+        if task is None and self.lineage.rebuilding:
+            rebuild = self.lineage.rebuilding.get(oid)
+            if rebuild is not None:
+                return self._tasks.get(rebuild)
+        return task
 
     def _actor_ref(self, oid: int, delta: int) -> bool:
         return self.actors.handle_ref(oid, delta)
@@ -588,6 +598,8 @@ class NodeState:
                 self.actors.init_done(actor, ok, locs[0][1] if locs else None)
         where = self.remote_node_id(index)
         if ok:
+            if task.spec[P.S_EXTRA] and "generator" in task.spec[P.S_EXTRA]:
+                self.lineage.record(task.spec, index, locs)
             self.tasks.finish(task, locs, t0, t1, pid, where)
             return
         error = locs[0][1] if locs else system_error_blob(RuntimeError("the task failed"))
@@ -619,9 +631,43 @@ class NodeState:
                     task, "", f"node {index} running it was lost",
                     f"The node running task {task.spec[P.S_NAME]!r} was lost; no retries "
                     f"left (max_retries={task.spec[P.S_MAX_RETRIES]}).")
+        self._rebuild_lost(index)
         self.objects.node_lost(index)
         for actor in restarting.values():
             self.actors.restart_elsewhere(actor, lost_calls.get(actor.id, []), index)
+
+    def _rebuild_lost(self, index: int) -> None:
+        """Generator values lost with node ``index`` are made again by running their task
+        here (`nbdist.scheduler.lineage`), while its retries last."""
+        if not self.lineage.records:
+            return
+        specs, unbuildable = self.lineage.lost(index)
+        for oid in unbuildable:
+            self.objects.fail(oid, self._objs[oid], ObjectLostError(
+                f"Object {oid:x} was lost with node {index}, and the generator task that "
+                "made it has no retries left to make it again (max_retries)."))
+        for spec in specs:
+            shape = spec[P.S_RESOURCES]
+            if shape is not None:  # (a soft pin to the lost node does not hold any more)
+                spec = (*spec[:P.S_RESOURCES], without_soft_pins(shape),
+                        *spec[P.S_RESOURCES + 1:])
+            original = spec[P.S_EXTRA]["rebuilds"]
+            self.notices.event(spec[P.S_JOB], ev.TaskRetried, (
+                original, spec[P.S_NAME], 2,
+                f"its values were lost with node {index}: it runs again to make them"))
+            self.submit(self.lineage.owner, spec, forwarded=True)
+
+    def _rebuilt(self, task: Task, error: bytes | None) -> None:
+        """A task run to rebuild lost values ended: those it did not make fail."""
+        for oid in self.lineage.ended(task.spec):
+            obj = self._objs[oid]
+            if error is not None:
+                self.objects.store(oid, obj, (oid, error, 0), ())
+            else:
+                self.objects.fail(oid, obj, ObjectLostError(
+                    f"Object {oid:x} was lost with its node, and running "
+                    f"{task.spec[P.S_NAME]!r} again did not make it again (its generator "
+                    "yielded fewer values than before)."))
 
     # ---------------------------------------------------------------- placement groups
     def group_message(self, msg: tuple) -> tuple | None:

@@ -453,7 +453,7 @@ class ObjectTable:
         for oid in [o for o in self.fetching if o >> P.OWNER_SHIFT == index]:
             self.fetching.discard(oid)
             obj = self.by_id.get(oid)
-            if obj is not None and obj.state == PENDING:
+            if obj is not None and obj.state == PENDING and self.producer(oid) is None:
                 self.fail(oid, obj, ObjectLostError(
                     f"Object {oid:x} was lost with the node that owned it."))
         for oid in [o for o, owner in self.borrowed.items() if owner == index]:

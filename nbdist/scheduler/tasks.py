@@ -13,7 +13,10 @@ forwarded here the copies held for that node are let go. A task that raised may 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from nbdist import events as ev
+from nbdist.scheduler.lineage import LINEAGE
 from nbdist.scheduler.notices import Notices
 from nbdist.scheduler.objects import ObjectTable
 from nbdist.scheduler.records import Client, NodeIO, Task, Worker, producer_of
@@ -28,6 +31,9 @@ class TaskTable:
         self.notices = notices
         self.by_id: dict[int, Task] = {}
         self.fns: dict[int, bytes] = {}
+        # Called when a task run to rebuild lost values ends (`nbdist.scheduler.lineage`),
+        # with its error if it failed.
+        self.rebuilt: Callable[[Task, bytes | None], None] = lambda task, error: None
 
     def __len__(self) -> int:
         return len(self.by_id)
@@ -89,6 +95,8 @@ class TaskTable:
         self.unpin(task)
         if owner.kind == P.KIND_NODE:
             self._release_forwarded(owner, task)
+        elif owner.kind == LINEAGE:
+            self.rebuilt(task, None)
 
     def finish_error(self, task: Task, error: bytes, t0: float = 0.0, t1: float = 0.0,
                      pid: int = 0, where: str = "") -> None:
@@ -109,6 +117,8 @@ class TaskTable:
         self.unpin(task)
         if owner.kind == P.KIND_NODE:
             self._release_forwarded(owner, task)
+        elif owner.kind == LINEAGE:
+            self.rebuilt(task, error)
 
     def _release_forwarded(self, peer: Client, task: Task) -> None:
         """A task another node forwarded here ended and its results went back: drop the
