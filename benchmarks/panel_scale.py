@@ -189,18 +189,26 @@ INSTRUMENT = """(root) => {
     }).observe(panel, {attributes: true, attributeFilter: ['data-rendered-time']});
 }"""
 
+# In-page: whether an element is at least partly inside the window (drawn, for a user to see).
+ON_SCREEN = """const onScreen = (el) => {
+        const r = el ? el.getBoundingClientRect() : null;
+        return !!r && r.height > 0 && r.bottom > 0 && r.top < window.innerHeight;
+    };"""
+
 STOP = """(root) => {
+    """ + ON_SCREEN + """
     const b = window.__bench;
     b.running = false;
-    const canvas = document.querySelector(root + ' .nbdist-graph-canvas');
+    const canvas = b.root.querySelector('.nbdist-graph-canvas');
     canvas.dispatchEvent(new PointerEvent('pointerup', {bubbles: true, pointerId: 1}));
-    // The graph's zoom when the interaction stopped (the zoom steps reached the graph).
-    const zoomed = document.querySelector(root + ' [data-scale]');
+    // The measured graph's zoom when the interaction stopped (the zoom steps reached it).
+    const zoomed = b.root.querySelector('[data-scale]');
     return {frames: b.frames, lags: b.lags, received: b.received, longtasks: b.longtasks,
             behind: b.behind, behindAsOf: b.behindAsOf, behindNews: b.behindNews,
             stale: b.stale, parts: b.parts, scale: zoomed ? zoomed.dataset.scale : null,
             // Whether the view measured was replaced by a new one (its output re-rendered).
-            replaced: document.querySelector(root) !== b.root};
+            replaced: document.querySelector(root) !== b.root,
+            onScreen: onScreen(document.querySelector(root + ' .nbdist-graph-canvas'))};
 }"""
 
 ALL_FINISHED = """([n, root]) => {
@@ -296,10 +304,11 @@ LEGACY_INSTRUMENT = """() => {
 }"""
 
 LEGACY_STOP = """() => {
+    """ + ON_SCREEN + """
     const b = window.__bench;
     b.running = false;
     return {frames: b.frames, renders: b.renders, updates: b.updates, longtasks: b.longtasks,
-            retargets: b.retargets};
+            retargets: b.retargets, onScreen: onScreen((""" + LEGACY_GRAPH + """)())};
 }"""
 
 LEGACY_ALL_FINISHED = """(n) => {
@@ -677,6 +686,7 @@ def board_figures(data: dict[str, Any], run: tuple[float, float],
         "kernel_cadence": cadence_stats(data["received"], run),
         "graph_scale_at_end": data["scale"],
         "view_replaced_by_the_end": data["replaced"],
+        "graph_on_screen_at_end": data["onScreen"],
     }
 
 
@@ -702,6 +712,7 @@ def legacy_figures(data: dict[str, Any], run: tuple[float, float]) -> dict[str, 
         "update_gap_ms_p95": round(1000 * percentile(update_gaps, 0.95)),
         "update_gap_ms_max": round(1000 * max(update_gaps)) if update_gaps else None,
         "graph_figures_replaced": data["retargets"],
+        "graph_on_screen_at_end": data["onScreen"],
     }
 
 
