@@ -71,6 +71,9 @@ def test_generator_values_lost_with_their_node_are_rebuilt_by_running_the_task_a
         assert values[0][1] == there and [v[1] for v in values[1:]] == [here, here], values
         assert all(v[2][0] == float(v[0]) and v[2].shape == (200_000,) for v in values)
 
+        # A wait that needs them only to exist in the cluster waits for the rebuild too.
+        ready, rest = nbdist.wait(stream, num_returns=3, timeout=60, fetch_local=False)
+        assert ready == stream and rest == [], (ready, rest)
         streamed = nbdist.get(stream, timeout=60)
         assert [(v[0], v[1], v[2][-1]) for v in streamed] == [
             (i, here, 10.0 + i) for i in range(3)], [(v[0], v[1]) for v in streamed]
