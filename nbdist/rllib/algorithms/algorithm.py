@@ -179,11 +179,14 @@ class Algorithm(Trainable):
             module_spec=self.module_spec, run_name=self.run_name,
             module_state=self.module.get_state(), on_restart=self._runner_restarted,
             wait_ready=False)
+        self.learner: Any = None
         try:  # the learner is built while the runners' processes start
             self.learner = self.build_learner()
             self.env_runner_group.wait_ready()
         except BaseException:
             self.env_runner_group.stop()
+            if hasattr(self.learner, "stop"):
+                self.learner.stop()
             raise
         self._runner_steps: dict[int, int] = collections.defaultdict(int)
         self._published = False  # the first record goes out with the first train()
@@ -523,6 +526,8 @@ class Algorithm(Trainable):
         for group in (self.env_runner_group, self.evaluation_env_runner_group):
             if group is not None:
                 group.stop()
+        if hasattr(self.learner, "stop"):  # learner actors
+            self.learner.stop()
         if self._published:
             self._publish("TERMINATED", "stopped")
 

@@ -190,8 +190,9 @@ class AlgorithmConfig:
     def learners(self, *, num_learners: Any = NotProvided,
                  num_cpus_per_learner: Any = NotProvided,
                  num_gpus_per_learner: Any = NotProvided, **_: Any) -> AlgorithmConfig:
-        """Where the update runs: ``num_learners=0`` in the driver (the only mode for now;
-        more learners are accepted and the update still runs in the driver)."""
+        """Where the update runs: ``num_learners=0`` in the driver; N > 0: PPO's update runs
+        data-parallel in N learner actors (``num_cpus_per_learner`` each, "auto" = 1), the
+        gradients averaged; the other algorithms still update in the driver."""
         return self._set(num_learners=num_learners, num_cpus_per_learner=num_cpus_per_learner,
                          num_gpus_per_learner=num_gpus_per_learner)
 

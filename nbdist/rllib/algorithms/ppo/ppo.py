@@ -157,7 +157,8 @@ class PPO(Algorithm):
     def build_learner(self) -> Any:
         learner_class = self.config.learner_class or PPOLearner
         return LearnerGroup(config=self.config, module=self.module,
-                            learner_class=learner_class)
+                            learner_class=learner_class, module_spec=self.module_spec,
+                            run_name=self.run_name)
 
     def training_step(self) -> dict[str, Any]:
         config = self.config

@@ -76,6 +76,35 @@ class Learner:
         stats["num_minibatch_updates"] = float(count)
         return self.after_gradient_based_update(stats)
 
+    # --- one data-parallel step (the learner actors of a LearnerGroup) --------------------
+    def compute_gradients(self, minibatch: dict[str, torch.Tensor]) -> tuple[list[Any],
+                                                                          dict[str, float]]:
+        """The loss's gradients on ``minibatch`` (numpy arrays, one per parameter; None for a
+        parameter the loss does not reach) and its statistics; nothing is applied."""
+        self.module.train()
+        fwd_out = self.module.forward_train(minibatch)
+        loss, stats = self.compute_loss_for_module(self.module_id, self.config, minibatch,
+                                                   fwd_out)
+        self.optimizer.zero_grad()
+        loss.backward()
+        grads = [None if p.grad is None else p.grad.detach().numpy().copy()
+                 for p in self.module.parameters()]
+        self.module.eval()
+        return grads, {k: float(v) for k, v in stats.items()}
+
+    def apply_gradients(self, grads: list[Any]) -> dict[str, float]:
+        """Set the parameters' gradients to ``grads``, clip them (``grad_clip``) and take an
+        optimizer step."""
+        for param, grad in zip(self.module.parameters(), grads, strict=True):
+            param.grad = None if grad is None else torch.tensor(grad)
+        stats: dict[str, float] = {}
+        if self.config.grad_clip:
+            norm = torch.nn.utils.clip_grad_norm_(self.module.parameters(),
+                                                  float(self.config.grad_clip))
+            stats["gradients_maxabs_after_clipping"] = float(norm)
+        self.optimizer.step()
+        return stats
+
     def get_state(self) -> dict[str, Any]:
         return {"optimizer": self.optimizer.state_dict(), "num_updates": self.num_updates}
 
