@@ -33,4 +33,13 @@ def registered_envs() -> list[str]:
     return sorted(_envs)
 
 
-__all__ = ["get_env_creator", "register_env", "register_trainable", "registered_envs"]
+def get_trainable_cls(name: str) -> Any:
+    """The trainable registered as ``name``, or RLlib's algorithm class of that name ("PPO",
+    "DQN", ...): what RLlib's example scripts call with their ``--algo``."""
+    from nbdist.tune.tuner import resolve_trainable
+
+    return resolve_trainable(name)[0]
+
+
+__all__ = ["get_env_creator", "get_trainable_cls", "register_env", "register_trainable",
+           "registered_envs"]
