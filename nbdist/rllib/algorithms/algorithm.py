@@ -8,7 +8,8 @@ What ``config.build_algo()`` builds, and what ``train()`` does each iteration::
                       learner built while they start, then waits for them
     Algorithm.train:  training_step()  ── sample_episodes() ───────> runner.sample(weights ref)
                         (the subclass)  <── episodes + returns ──────
-                                        ── learner update (driver) ──
+                                        ── learner update (driver, or
+                                           learner actors: core/learner/learner_group.py) ──
                                         ── sync_weights() ─ nbdist.put(state) once ─> runners
                       result dict (Ray 2.60's keys), RunUpdate on the event stream
 
@@ -54,6 +55,13 @@ reference, ~150 lines):
      make envs in its tasks, and calls ``self.record_episodes(returns, lens, env_steps)`` so
      the ``env_runners`` results and the learning curve still fill.
    - register the name for ``tune.Tuner("Foo", ...)`` in algorithms/registry.py.
+
+Multi-agent (a ``MultiAgentEnv``; ``supports_multi_agent = True`` in the algorithm, PPO's
+is the reference): ``self.is_multi_agent`` is True, ``self.module`` is a ``MultiRLModule``
+(``self.get_module(module_id)``), ``sample_episodes`` returns ``MultiAgentEpisode`` chunks
+(``get_agent_episodes_by_module()``), ``self.is_trainable(module_id)`` reads
+``policies_to_train``; return one learner-results entry per module updated. The per-agent
+and per-module returns fill the ``env_runners`` results by themselves.
 
 Useful attributes: ``self.config`` (the frozen config), ``self.module`` (torch, in the
 driver), ``self.learner``, ``self.env_runner_group``, ``self.observation_space``,
