@@ -157,7 +157,11 @@ class ExecContext:
             # locality_with_output: the task runs where its output is consumed.
             node = self.nodes[self._placed % len(self.nodes)]
             self._placed += 1
-            rf = rf.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=True))
+            placed = self._fns.get((*key, node))
+            if placed is None:
+                placed = self._fns[(*key, node)] = rf.options(
+                    scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=True))
+            rf = placed
         with self.mark(op):
             return rf.remote(*args)
 
