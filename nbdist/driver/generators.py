@@ -31,8 +31,8 @@ raised), made in the worker when the generator is done.
 Rebuilt. A generator task another node ran leaves its values in that node's store; when that
 node is lost, the caller's node runs the task again with ``extra["rebuild"]``: the ids of the
 values to make again, by index (`nbdist.scheduler.lineage`). `run` then stores the i-th value
-the generator yields under the i-th id (or its error, if it raises there) and returns nothing
-(the task declares no return): the refs the caller holds are the same, as in Ray.
+the generator yields under the i-th id (or its error, if it raises there); the task declares no
+return. The refs the caller holds are the same, as in Ray.
 
 Static. ``num_returns=N`` on a generator function (N = 1 too): the worker takes its values for
 the N returns (`static_returns`); if it raises before the N-th, the returns it did not yield
@@ -337,8 +337,8 @@ def run(client: Any, spec: tuple, fn: Any, args: list[Any], kwargs: dict[str, An
 
     extra = spec[P.S_EXTRA]
     if extra and extra.get("rebuild"):
-        _rebuild(client, fn(*args[1:], **kwargs), extra["rebuild"], error_blob)
-        return None
+        # (The refs, as the task's ignored value, hold the values until its result is sent.)
+        return _rebuild(client, fn(*args[1:], **kwargs), extra["rebuild"], error_blob)
     if type(args[0]) is DynamicMarker:
         gen = _generator_of(fn(*args[1:], **kwargs))
         if hasattr(gen, "__anext__"):
@@ -389,9 +389,11 @@ async def run_async(client: Any, spec: tuple, fn: Any, args: list[Any],
     return StreamEnd(stream.refs)
 
 
-def _rebuild(client: Any, gen: Any, ids: list[int | None], error_blob: Any) -> None:
+def _rebuild(client: Any, gen: Any, ids: list[int | None], error_blob: Any
+             ) -> list[ObjectRef]:
     """Store the values of ``gen`` (a generator's rerun) under ``ids``, by index (None: that
-    value is not needed); if it raises, its error goes where the next value would."""
+    value is not needed); if it raises, its error goes where the next value would. Returns
+    the refs of what it stored."""
     import asyncio
 
     refs: list[ObjectRef] = []  # (held until every value is stored)
@@ -421,6 +423,7 @@ def _rebuild(client: Any, gen: Any, ids: list[int | None], error_blob: Any) -> N
         oid = ids[done[0]] if done[0] < len(ids) else None
         if oid:
             refs.append(put_error_at(client, oid, error_blob(exc)))
+    return refs
 
 
 def _generator_of(value: Any) -> Any:

@@ -8,7 +8,7 @@ retries last: its spec (its arguments stay pinned, `pin`) and the ids of its val
 (``by_item``: value id -> record). Records whose values are all gone from this node's object
 table are dropped (`prune`, when the table has doubled).
 
-When that node is lost, `lost` gives the specs of the tasks to run again here: the same
+When that node is lost, `lost` gives the specs of the tasks to run again: the same
 function and arguments, ``num_returns`` 0, no retries, and ``extra["rebuild"]`` listing by
 index the ids of the values not copied here yet (None for the others). The worker stores the
 i-th value its generator yields under the i-th id (`nbdist.driver.generators`), so the refs the
@@ -19,7 +19,9 @@ the task ends (`ended`), the ids it did not store fail: with its error if it fai
 used up is not run again: its values fail as lost, as any object of a lost node.
 
 Each rerun uses one of the task's retries (``max_retries``, as Ray's lineage reconstruction
-does). The task runs again on this node, the node of the process that called it.
+does). The rerun is placed as any task (a soft pin to the lost node dropped): here, or on a
+node with its resources, which sends the values it stored back here ahead of the task's end
+(`NodeState._send_rebuilt`), since they are ours to keep.
 """
 
 from __future__ import annotations

@@ -351,6 +351,8 @@ class NodeState:
         if not ok and error is not None and self.tasks.may_retry(task, error):
             self._requeue(task)
             return
+        if task.owner.kind == P.KIND_NODE and task.spec[P.S_EXTRA]:
+            self._send_rebuilt(task)
         if ok:
             self.tasks.finish(task, locs, t0, t1, worker.pid)
         else:
@@ -655,7 +657,15 @@ class NodeState:
             self.notices.event(spec[P.S_JOB], ev.TaskRetried, (
                 original, spec[P.S_NAME], 2,
                 f"its values were lost with node {index}: it runs again to make them"))
-            self.submit(self.lineage.owner, spec, forwarded=True)
+            self.submit(self.lineage.owner, spec)
+
+    def _send_rebuilt(self, task: Task) -> None:
+        """A task another node asked us to run to rebuild values ended here: the values it
+        stored go to that node ahead of its end (they are that node's to keep)."""
+        for oid in task.spec[P.S_EXTRA].get("rebuild") or ():
+            loc = self.objects.loc(oid) if oid else None
+            if loc is not None:
+                self.io.send(task.owner, (P.OBJ, loc))
 
     def _rebuilt(self, task: Task, error: bytes | None) -> None:
         """A task run to rebuild lost values ended: those it did not make fail."""

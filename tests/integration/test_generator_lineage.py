@@ -95,3 +95,49 @@ def test_generator_values_lost_with_their_node_are_rebuilt_by_running_the_task_a
     assert "rebuilt error: " in driver.stdout
     assert "lost: Object" in driver.stdout  # max_retries=0: not run again
     assert "OK" in driver.stdout
+
+
+def test_a_rerun_the_callers_node_cannot_run_goes_to_another_node(cli: Cli) -> None:
+    # Only the two other nodes have "beta": the rerun goes to the one left, which sends the
+    # values it made to the caller's node.
+    address = start_head(cli, "--num-cpus", "1")
+    for _ in range(2):
+        cli.run("start", "--address", address, "--num-cpus", "1", "--resources", '{"beta": 1}')
+    first, second = cli.status()["nodes"][1:]
+    driver = cli.python(f"""
+        import os, signal
+        import numpy as np
+        import nbdist
+        from nbdist.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+        from polling import poll
+
+        nbdist.init(address={address!r})
+        on_first = NodeAffinitySchedulingStrategy({first["node_id"]!r}, soft=True)
+
+        @nbdist.remote(num_returns="dynamic", resources={{"beta": 1}},
+                       scheduling_strategy=on_first)
+        def dynamic(n):
+            node = nbdist.get_runtime_context().get_node_id()
+            for i in range(n):
+                yield i, node, np.full(200_000, float(i))
+
+        @nbdist.remote(resources={{"beta": 1}}, scheduling_strategy=on_first)
+        def streaming(n):
+            node = nbdist.get_runtime_context().get_node_id()
+            for i in range(n):
+                yield i, node
+
+        dyn = list(nbdist.get(dynamic.remote(2)))
+        stream = list(streaming.remote(2))
+        os.kill({first["pid"]}, signal.SIGKILL)
+        poll(lambda: not all(n["Alive"] for n in nbdist.nodes()), timeout=30,
+             what="the killed node seen as dead")
+        values = nbdist.get(dyn, timeout=60)
+        assert [(v[0], v[1], v[2][-1]) for v in values] == [
+            (0, {second["node_id"]!r}, 0.0), (1, {second["node_id"]!r}, 1.0)], values
+        assert nbdist.get(stream, timeout=60) == [(0, {second["node_id"]!r}),
+                                                  (1, {second["node_id"]!r})]
+        print("OK")
+    """)
+    assert driver.returncode == 0, driver.stderr + driver.stdout
+    assert "OK" in driver.stdout

@@ -176,3 +176,44 @@ def test_a_record_pins_the_arguments_and_goes_with_its_values() -> None:
     assert a not in state.objects
     state.lineage.prune()
     assert not state.lineage.records and 50 not in state.objects
+
+
+def test_a_rerun_this_node_cannot_run_goes_to_another_node_which_sends_the_values_back() -> None:
+    state, io, driver = two_nodes(cpus=1, beta=1.0)
+    beta = (("CPU", 1.0), ("beta", 1.0))
+    a, b = ON_2 | 1, ON_2 | 2
+    state.submit(driver, (*spec(20, resources=beta)[:P.S_EXTRA], {"generator": 3}))
+    assert [(i, s[P.S_TASK_ID]) for i, s, _ in io.forwarded] == [(2, 20)]
+    state.remote_result(2, 20, True, [(21, b"Pend", 0, (a, b))], 0.0, 1.0, 4242)
+    res = {"CPU": 1.0, "beta": 1.0}
+    state.set_cluster_view({2: {"alive": True, "total": dict(res), "available": dict(res)},
+                            3: {"alive": True, "total": dict(res), "available": dict(res)}})
+    state.get_request(driver, [b])
+    io.take(P.OBJ)
+    state.node_lost(2)
+    (index, sent, _), = io.forwarded[1:]
+    assert index == 3 and sent[P.S_EXTRA]["rebuild"] == [a, b]
+    state.value_arrived((a, b"Pa", 0))  # node 3 sends the values ahead of the task's end
+    state.value_arrived((b, b"Pb", 0))
+    state.remote_result(3, sent[P.S_TASK_ID], True, [], 0.0, 1.0, 4343)
+    assert values(io, driver) == {b: (b, b"Pb", 0)}
+    assert state.objects.loc(a) == (a, b"Pa", 0) and not state.lineage.rebuilding
+
+
+def test_the_node_running_a_rerun_for_another_sends_it_the_values_before_the_end() -> None:
+    state, io, _ = two_nodes(cpus=1)
+    peer = Client(None, P.KIND_NODE, 3 << 20, 0, 0)
+    peer.node_index = 3
+    a, b = ON_2 | 1, ON_2 | 2
+    rerun = (*spec(3 << 60 | 9)[:P.S_NRET], 0, *spec(0)[P.S_NRET + 1:P.S_EXTRA],
+             {"generator": 3, "rebuild": [a, b]})
+    state.accept_forward(peer, rerun, [])
+    run_turn(state)
+    (worker, _), = io.execs()
+    assert worker.client is not None
+    state.put(worker.client, a, b"Pa", 0, ())
+    state.put(worker.client, b, b"Pb", 0, ())
+    state.result(worker, rerun[P.S_TASK_ID], True, [], None, 0.0, 1.0)
+    to_peer = [m for c, m in io.sent if c is peer and m[0] in (P.OBJ, P.DONE)]
+    assert [(m[0], m[1][0] if m[0] == P.OBJ else m[1]) for m in to_peer] == [
+        (P.OBJ, a), (P.OBJ, b), (P.DONE, rerun[P.S_TASK_ID])]
