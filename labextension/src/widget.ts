@@ -12,6 +12,14 @@
  * "debug", "what": "stack" | "why", "target": id}`, answered by `{"type": "debug_reply", ...}`. The traitlet `show_internal` is the "library calls"
  * toggle's state, set from the kernel (`nbdist.show(show_internal=True)`) or by the toggle.
  *
+ * A view that has been on the page and is no longer stops folding messages and rendering:
+ * JupyterLab draws a new view of the widget each time the kernel rewrites its output (after
+ * every cell that changed the state, for the static form) and leaves the old view detached,
+ * never removed, so every cell would otherwise add one more board doing a live view's work for
+ * every message. Its state is dropped; should it come back on the page (a windowed notebook
+ * detaches cells out of view and attaches them again), it asks for a snapshot and folds
+ * messages again from it. (`WAKE_MS`: how often a dormant view looks whether it is back.)
+ *
  * `renderSnapshot(el, snapshot)` draws a board from one saved snapshot with no kernel: the
  * static form the kernel embeds in the output's HTML for pages without a widget manager.
  */
@@ -38,6 +46,8 @@ function root(el: HTMLElement, kind: string): HTMLElement {
   el.appendChild(node);
   return node;
 }
+
+const WAKE_MS = 500;
 
 function cellLabel(tag: string | null): string {
   return tag ? 'in a cell' : 'outside a cell';
@@ -66,8 +76,23 @@ function render({ model, el }: { model: WidgetModel; el: HTMLElement }): () => v
     hasCell: () => false,
     revealCell: () => undefined
   };
-  const board = new Board(panelModel, host, root(el, 'widget'));
+  const node = root(el, 'widget');
+  const board = new Board(panelModel, host, node);
   panelModel.setShowInternal(model.get('show_internal') === true);
+  // On the page once (a view is rendered before it is attached); off it since, with no state.
+  let shown = false;
+  let dormant = false;
+  let asked = false;
+  const onPage = (): boolean => {
+    shown = shown || node.isConnected;
+    return node.isConnected;
+  };
+  const wake = window.setInterval(() => {
+    if (dormant && !asked && onPage()) {
+      asked = true;
+      model.send({ type: 'request_snapshot' });
+    }
+  }, WAKE_MS);
   const onMessage = (
     msg: KernelMessage | ({ type: 'step_reply' } & StepReply) | ({ type: 'debug_reply' } & DebugReply)
   ) => {
@@ -78,6 +103,21 @@ function render({ model, el }: { model: WidgetModel; el: HTMLElement }): () => v
     if (msg.type === 'debug_reply') {
       debugReplies.shift()?.(msg as DebugReply);
       return;
+    }
+    if (!onPage() && shown) {
+      if (!dormant) {
+        dormant = true;
+        asked = false;
+        panelModel.reset();
+        panelModel.setShowInternal(model.get('show_internal') === true);
+      }
+      return;
+    }
+    if (dormant) {
+      if (msg.type !== 'snapshot') {
+        return; // deltas fold only onto the snapshot it asked for
+      }
+      dormant = false;
     }
     panelModel.apply(msg as KernelMessage);
     status = 'connected';
@@ -99,6 +139,7 @@ function render({ model, el }: { model: WidgetModel; el: HTMLElement }): () => v
   return () => {
     model.off('msg:custom', onMessage);
     model.off('change:show_internal', onToggle);
+    window.clearInterval(wake);
     board.dispose();
   };
 }
