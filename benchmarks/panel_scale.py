@@ -16,6 +16,9 @@ JupyterLab then draws a new view of the widget: its catch-up is that of the view
 (the new one, from its first snapshot, if the old one had not caught up), and
 ``view_replaced_by_the_end`` says whether this happened before the interaction stopped.
 
+``--cells N`` runs N small cells (5 tasks each) after the view is up and before the run, as
+in a notebook in use (each rewrites the inline view's output, see above).
+
 ``--tree DIR`` runs nbdist from another checkout (a git worktree of an older commit): the
 kernel, and so the cluster it starts, import it (first on PYTHONPATH), and JupyterLab serves
 that checkout's prebuilt panel (its ``nbdist/labextension`` first on JUPYTER_PATH). The output
@@ -214,6 +217,7 @@ STOP = """(root) => {
 ALL_FINISHED = """([n, root]) => {
     let finished = 0;
     for (const el of document.querySelectorAll(root + ' [data-task-count]')) {
+        if (!['inc', 'double', 'pair'].includes(el.dataset.taskName)) { continue; }
         const counts = el.textContent.match(/(\\d+) finished/);
         finished += counts ? Number(counts[1]) : 0;
     }
@@ -528,6 +532,9 @@ def main() -> None:
     parser.add_argument("--tree", metavar="DIR", type=Path,
                         help="run nbdist (kernel, cluster, panel) from this checkout, e.g. a "
                              "git worktree of an older commit")
+    parser.add_argument("--cells", type=int, default=0,
+                        help="run this many small cells of 5 tasks each after the view is "
+                             "up and before the run (a notebook in use)")
     parser.add_argument("--profile", metavar="FILE",
                         help="write the page's CPU profile during the run (.cpuprofile)")
     args = parser.parse_args()
@@ -558,6 +565,10 @@ def main() -> None:
             else:
                 nb.run_cell("view = nbdist.show()")
                 view = INLINE
+            for i in range(args.cells):  # a notebook in use: cells run since the view
+                nb.run_cell(("@nbdist.remote\ndef _earlier(i):\n    return i\n\n" if i == 0
+                             else "") + "nbdist.get([_earlier.remote(i) for i in range(5)])")
+            if args.view == "inline":
                 if legacy:
                     page.wait_for_function(LEGACY_GRAPH)
                 else:
@@ -590,7 +601,8 @@ def main() -> None:
             kernel_done, kernel_s = printed["KERNEL_DONE"].split()
             kernel_gc = json.loads(printed["KERNEL_GC"])
             if legacy:
-                shown = page.wait_for_function(LEGACY_ALL_FINISHED, arg=args.tasks,
+                shown = page.wait_for_function(LEGACY_ALL_FINISHED,
+                                               arg=args.tasks + 5 * args.cells,
                                                timeout=60_000)
             else:
                 shown = page.wait_for_function(ALL_FINISHED, arg=[args.tasks, view],
@@ -630,7 +642,8 @@ def main() -> None:
                     k: round(100 * (cpu_after[k] - cpu_before.get(k, 0.0))
                              / (view_done - started) / (os.cpu_count() or 1), 1)
                     for k in sorted(cpu_after)},
-                "tasks": args.tasks, "cores": os.cpu_count(), "cluster_cpus": args.cpus,
+                "tasks": args.tasks, "cells_before": args.cells, "cores": os.cpu_count(),
+                "cluster_cpus": args.cpus,
                 "kernel_run_s": float(kernel_s),
                 "view_caught_up_ms_after_get_returned": round(
                     1000 * (view_done - float(kernel_done))),
