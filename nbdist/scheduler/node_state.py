@@ -671,13 +671,13 @@ class NodeState:
         """A task run to rebuild lost values ended: those it did not make fail."""
         for oid in self.lineage.ended(task.spec):
             obj = self._objs[oid]
-            if error is not None:
-                self.objects.store(oid, obj, (oid, error, 0), ())
-            else:
-                self.objects.fail(oid, obj, ObjectLostError(
-                    f"Object {oid:x} was lost with its node, and running "
-                    f"{task.spec[P.S_NAME]!r} again did not make it again (its generator "
-                    "yielded fewer values than before)."))
+            if error is None:  # as Ray: the task's error (RayTaskError), here a ValueError
+                name = task.spec[P.S_NAME]
+                error = error_blob(name, ValueError(
+                    f"Object {oid:x} was lost with its node, and running {name!r} again to "
+                    "make it did not: its generator yielded fewer values than before."),
+                    0, f"{task.id:x}", _no_frames)
+            self.objects.store(oid, obj, (oid, error, 0), ())
 
     # ---------------------------------------------------------------- placement groups
     def group_message(self, msg: tuple) -> tuple | None:
