@@ -20,6 +20,7 @@ from nbdist.rllib.examples.envs.classes.multi_agent import MultiAgentCartPole
 from nbdist.rllib.examples.envs.classes.multi_agent.rock_paper_scissors import (
     RockPaperScissors,
 )
+from nbdist.rllib.examples.envs.classes.multi_agent.tic_tac_toe import TicTacToe
 
 SMALL = {"fcnet_hiddens": [16], "fcnet_activation": "tanh"}
 
@@ -214,6 +215,32 @@ def test_multi_agent_checkpoint_round_trip(cluster: None, tmp_path: Any) -> None
         assert set(again["env_runners"]["module_episode_returns_mean"]) == {"p0", "p1"}
     finally:
         restored.stop()
+
+
+def test_ppo_on_a_turn_based_game_and_its_evaluation(cluster: None) -> None:
+    # (greedy, an untrained player may pick an occupied field forever: evaluate exploring)
+    algo = (PPOConfig().environment(TicTacToe).evaluation(evaluation_config={"explore": True})
+            .multi_agent(policies={"x", "o"},
+                         policy_mapping_fn=lambda aid, episode, **kw:
+                         "x" if aid == "player1" else "o")
+            .training(train_batch_size=300, minibatch_size=100, num_epochs=2)
+            .rl_module(model_config=SMALL).debugging(seed=4).build_algo())
+    try:
+        result = algo.train()
+        runners = result["env_runners"]
+        steps = runners["num_agent_steps_sampled"]
+        assert steps["player1"] + steps["player2"] == runners["num_env_steps_sampled"]
+        assert abs(steps["player1"] - steps["player2"]) <= runners["num_episodes"] + 1
+        assert set(result["learners"]) == {"x", "o", "__all_modules__"}
+        # one wins what the other loses; wasted moves cost their player alone
+        assert runners["module_episode_returns_mean"].keys() == {"x", "o"}
+        evaluation = algo.evaluate()["env_runners"]
+        assert evaluation["num_episodes"] == 10
+        assert set(evaluation["module_episode_returns_mean"]) == {"x", "o"}
+        assert evaluation["episode_return_mean"] == pytest.approx(
+            sum(evaluation["agent_episode_returns_mean"].values()))
+    finally:
+        algo.stop()
 
 
 def test_algorithms_without_multi_agent_training_say_so() -> None:

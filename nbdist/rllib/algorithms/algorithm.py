@@ -419,12 +419,21 @@ class Algorithm(Trainable):
         returns = [r for res in results for r in res["episode_returns"]]
         lens = [n for res in results for n in res["episode_lens"]]
         steps = sum(res["num_env_steps"] for res in results)
-        return {"env_runners": {
+        out: dict[str, Any] = {
             "episode_return_mean": float(np.mean(returns)) if returns else math.nan,
             "episode_return_max": float(np.max(returns)) if returns else math.nan,
             "episode_return_min": float(np.min(returns)) if returns else math.nan,
             "episode_len_mean": float(np.mean(lens)) if lens else math.nan,
-            "num_episodes": len(returns), "num_env_steps_sampled": int(steps)}}
+            "num_episodes": len(returns), "num_env_steps_sampled": int(steps)}
+        for key in ("agent_episode_returns", "module_episode_returns"):
+            if self.is_multi_agent:
+                per: dict[Any, list[float]] = {}
+                for res in results:
+                    for episode in res[key]:
+                        for name, value in episode.items():
+                            per.setdefault(name, []).append(float(value))
+                out[key + "_mean"] = {name: float(np.mean(v)) for name, v in per.items()}
+        return {"env_runners": out}
 
     def get_module(self, module_id: str = DEFAULT_MODULE_ID) -> Any:
         """The module ``module_id`` (in the driver); None if the algorithm has no such
