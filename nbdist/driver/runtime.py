@@ -542,9 +542,7 @@ class CoreClient:
         if anywhere:
             with self._lock:
                 self._locators.add(oids, waiter, self._here_or_present)
-                ask = [o for o in oids if not self._here_or_present(o)]
-            if ask:
-                self.send([(P.LOCATE, ask)])
+            self._locate(oids)
             try:
                 ok = self._wait_event(waiter.event, timeout, attend=True)
             finally:
@@ -663,9 +661,7 @@ class CoreClient:
                     n_ready = sum(1 for r in refs if known(r.id))
                     self.publish(ev.WaitDone(_T(), wait_id, n_ready, len(refs), not ok))
         elif timeout == 0:
-            ask = [r.id for r in refs if not known(r.id)]
-            if ask:
-                self.send([(P.LOCATE, ask)])
+            self._locate([r.id for r in refs])
         ready: list[ObjectRef] = []
         rest: list[ObjectRef] = []
         for r in refs:
@@ -674,6 +670,15 @@ class CoreClient:
             else:
                 rest.append(r)
         return ready, rest
+
+    def _locate(self, oids: Iterable[int]) -> None:
+        """Ask the node to say when ``oids`` exist in the cluster (those not known to yet; the
+        results of this process's unfinished tasks come with their end anyway, and a direct
+        call's are not the node's to know)."""
+        known, expected = self._here_or_present, self._expected
+        ask = [o for o in oids if not known(o) and o not in expected]
+        if ask:
+            self.send([(P.LOCATE, ask)])
 
     def _present_at(self, oids: list[int]) -> None:
         """``PRESENT``: these objects exist in the cluster."""

@@ -74,3 +74,48 @@ def test_an_object_on_another_node_is_ready_without_fetch_local_and_stays_there(
     """)
     assert driver.returncode == 0, driver.stderr + driver.stdout
     assert "OK" in driver.stdout
+
+
+def test_without_fetch_local_results_of_tasks_and_actor_calls_are_ready_when_made(
+        cli: Cli, tmp_path: Path) -> None:
+    go = str(tmp_path / "go")
+    driver = cli.python(f"""
+        import os
+        import nbdist
+        from polling import poll
+
+        nbdist.init(num_cpus=2)
+
+        @nbdist.remote
+        def late():
+            poll(lambda: os.path.exists({go!r}), timeout=60, what="the driver's go")
+            return "task"
+
+        @nbdist.remote
+        class Counter:
+            def __init__(self):
+                self.n = 0
+            def add(self):
+                self.n += 1
+                return self.n
+            def add_late(self):
+                poll(lambda: os.path.exists({go!r}), timeout=60, what="the driver's go")
+                return self.add()
+
+        counter = Counter.remote()
+        nbdist.get(counter.add.remote())  # later calls go straight to the actor's worker
+        calls = [counter.add_late.remote() for _ in range(3)]
+        put = nbdist.put("put")
+        task = late.remote()
+        ready, rest = nbdist.wait([task, put, *calls], num_returns=5, timeout=0.5,
+                                  fetch_local=False)
+        assert rest == [task, *calls] and ready == [put], (ready, rest)
+        open({go!r}, "w").close()
+        ready, rest = nbdist.wait([task, put, *calls], num_returns=5, timeout=60,
+                                  fetch_local=False)
+        assert rest == [] and ready == [task, put, *calls], (ready, rest)
+        assert nbdist.get([task, put, *calls]) == ["task", "put", 2, 3, 4]
+        print("OK")
+    """)
+    assert driver.returncode == 0, driver.stderr + driver.stdout
+    assert "OK" in driver.stdout
