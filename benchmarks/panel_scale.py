@@ -65,6 +65,8 @@ What runs: a notebook cell submits a three-stage DAG (``inc`` -> ``double`` -> `
   turn (the message's ``as_of`` less the one before's), the taking of the message (its time
   stamp less its ``as_of``), the way to the page (arrival less time stamp) and the page's own
   time (render less arrival); the renders over 250 ms are listed with their parts;
+- **render gaps**: the time between successive renders of a new kernel state (the one figure
+  of freshness the inline view before issue 27 has too, see ``--tree``);
 - **the kernel's full garbage collections** during the run (the cell watches them);
 - **CPU share by process group** (chromium, kernel, cluster, Jupyter server) from the run's
   start until the view caught up, and whether Linux's autogroup scheduling is on: then each
@@ -697,9 +699,23 @@ def board_figures(data: dict[str, Any], run: tuple[float, float],
         "as_of_age_at_send": {f"stale_{k}": v for k, v in
                               lag_stats(data["stale"], run).items()},
         "kernel_cadence": cadence_stats(data["received"], run),
+        # The figure the inline view before issue 27 has too: how far apart the renders of new
+        # kernel states came.
+        **render_gaps([at for at, _lag in data["behind"]], run),
         "graph_scale_at_end": data["scale"],
         "view_replaced_by_the_end": data["replaced"],
         "graph_on_screen_at_end": data["onScreen"],
+    }
+
+
+def render_gaps(renders: list[float], run: tuple[float, float]) -> dict[str, Any]:
+    """Gaps between the renders (epoch s) of new kernel states during the run."""
+    during = sorted(at for at in renders if run[0] <= at <= run[1])
+    gaps = [b - a for a, b in zip(during, during[1:], strict=False)]
+    return {
+        "render_gap_ms_median": round(1000 * percentile(gaps, 0.5)) if gaps else None,
+        "render_gap_ms_p95": round(1000 * percentile(gaps, 0.95)) if gaps else None,
+        "render_gap_ms_max": round(1000 * max(gaps)) if gaps else None,
     }
 
 
@@ -708,21 +724,19 @@ def legacy_figures(data: dict[str, Any], run: tuple[float, float]) -> dict[str, 
     time, so there is no lag or "behind"; instead the gaps between its renders (the summary's
     count of finished tasks changing) and between its updates' arrivals."""
     renders = [at for at, _n in data["renders"] if run[0] <= at <= run[1]]
-    gaps = [b - a for a, b in zip(renders, renders[1:], strict=False)]
     updates = [at for at in data["updates"] if run[0] <= at <= run[1]]
     update_gaps = [b - a for a, b in zip(updates, updates[1:], strict=False)]
     return {
         "lag": "not measurable: the view's messages (ipywidgets state updates) carry no "
                "kernel time",
         "renders_during_run": len(renders),
-        "render_gap_ms_median": round(1000 * percentile(gaps, 0.5)),
-        "render_gap_ms_p95": round(1000 * percentile(gaps, 0.95)),
-        "render_gap_ms_max": round(1000 * max(gaps)) if gaps else None,
+        **render_gaps(renders, run),
         # [s into the run, finished tasks shown]
         "finished_shown": [[round(at - run[0], 2), n] for at, n in data["renders"]
                            if run[0] <= at <= run[1] + 60],
         "widget_updates_during_run": len(updates),
-        "update_gap_ms_p95": round(1000 * percentile(update_gaps, 0.95)),
+        "update_gap_ms_p95": (round(1000 * percentile(update_gaps, 0.95)) if update_gaps
+                              else None),
         "update_gap_ms_max": round(1000 * max(update_gaps)) if update_gaps else None,
         "graph_figures_replaced": data["retargets"],
         "graph_on_screen_at_end": data["onScreen"],
