@@ -17,6 +17,11 @@ of 1 CPU each and the driver), then
                see docs/benchmarks.md), so this one does not compare like with like
     steps_s    env steps sampled per second over those train() calls (sampling and learning)
 
+``--multi-agent N``: the same PPO on RLlib's ``MultiAgentCartPole`` with N agents and one
+policy per agent (``p0`` .. ``pN-1``, agent i -> ``pi``); the target is then reached when every
+policy's mean return (``module_episode_returns_mean``, of the greedy evaluation or of
+training per ``--criterion``) is at least ``--target``.
+
 The program is the same text for both (``import nbdist as ray`` and nbdist's PPOConfig, or
 Ray's own): PPO with 2 env runners, 1 env each, train_batch_size 1000, minibatch 128, 8 epochs,
 lr 1e-3, lambda 0.95, vf_loss_coeff 0.5, a [64] tanh MLP, seed 0; torch in the driver (RLlib:
@@ -36,13 +41,16 @@ from typing import Any
 ENGINES = ("nbdist", "ray")
 
 
-def child(engine: str, target: float, max_iters: int, criterion: str) -> None:
+def child(engine: str, target: float, max_iters: int, criterion: str,
+          agents: int = 0) -> None:
     if engine == "nbdist":
         import nbdist as ray
         from nbdist.rllib.algorithms.ppo import PPOConfig
+        from nbdist.rllib.examples.envs.classes.multi_agent import MultiAgentCartPole
     else:
         import ray
         from ray.rllib.algorithms.ppo import PPOConfig
+        from ray.rllib.examples.envs.classes.multi_agent import MultiAgentCartPole
     for attempt in range(3):  # Ray's raylet misses its start deadline on a loaded machine
         try:
             ray.init(num_cpus=3)
@@ -58,6 +66,10 @@ def child(engine: str, target: float, max_iters: int, criterion: str) -> None:
                             lambda_=0.95, vf_loss_coeff=0.5)
                   .rl_module(model_config=_model_config(engine))
                   .debugging(seed=0))
+        if agents:
+            config.environment(MultiAgentCartPole, env_config={"num_agents": agents})
+            config.multi_agent(policies={f"p{i}" for i in range(agents)},
+                               policy_mapping_fn=lambda aid, *a, **kw: f"p{aid}")
         if criterion == "greedy":
             config.evaluation(evaluation_interval=5, evaluation_duration=10,
                               evaluation_duration_unit="episodes", evaluation_num_env_runners=0,
@@ -72,12 +84,11 @@ def child(engine: str, target: float, max_iters: int, criterion: str) -> None:
         result: dict[str, Any] = {}
         for _ in range(max_iters):
             result = algo.train()
-            ret = result["env_runners"].get("episode_return_mean", float("nan"))
+            ret = _return(result["env_runners"], agents)
             curve.append(round(float(ret), 1))
             if criterion == "greedy":
                 evaluation = result.get("evaluation") or {}
-                ret = (evaluation.get("env_runners") or {}).get("episode_return_mean",
-                                                                float("nan"))
+                ret = _return(evaluation.get("env_runners") or {}, agents)
                 if len(curve) % 5 == 0:  # RLlib repeats the last evaluation in between
                     greedy.append(round(float(ret), 1))
             if ret >= target:
@@ -93,6 +104,16 @@ def child(engine: str, target: float, max_iters: int, criterion: str) -> None:
         ray.shutdown()
 
 
+def _return(runners: dict[str, Any], agents: int) -> float:
+    """The mean return; with agents, the lowest of the policies' mean returns."""
+    if not agents:
+        return float(runners.get("episode_return_mean", float("nan")))
+    per = runners.get("module_episode_returns_mean") or {}
+    if len(per) < agents:
+        return float("nan")
+    return float(min(per.values()))
+
+
 def _model_config(engine: str) -> Any:
     values = {"fcnet_hiddens": [64], "fcnet_activation": "tanh"}
     if engine == "ray":
@@ -102,10 +123,11 @@ def _model_config(engine: str) -> Any:
     return values
 
 
-def run_one(engine: str, target: float, max_iters: int,
-            criterion: str) -> dict[str, Any] | None:
+def run_one(engine: str, target: float, max_iters: int, criterion: str,
+            agents: int = 0) -> dict[str, Any] | None:
     proc = subprocess.run([sys.executable, __file__, "--child", engine, "--target",
-                           str(target), "--max-iters", str(max_iters), "--criterion", criterion],
+                           str(target), "--max-iters", str(max_iters), "--criterion", criterion,
+                           "--multi-agent", str(agents)],
                           capture_output=True, text=True, timeout=1800)
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
@@ -120,16 +142,19 @@ def main() -> None:
     parser.add_argument("--target", type=float, default=450.0)
     parser.add_argument("--max-iters", type=int, default=150)
     parser.add_argument("--criterion", choices=["greedy", "train"], default="greedy")
+    parser.add_argument("--multi-agent", type=int, default=0,
+                        help="agents (and policies) on MultiAgentCartPole; 0: CartPole-v1")
     parser.add_argument("--json", default=None)
     parser.add_argument("--child", default=None)
     args = parser.parse_args()
     if args.child:
-        child(args.child, args.target, args.max_iters, args.criterion)
+        child(args.child, args.target, args.max_iters, args.criterion, args.multi_agent)
         return
     results = {}
     for engine in args.engines.split(","):
         load = os.getloadavg()[0]
-        results[engine] = run_one(engine, args.target, args.max_iters, args.criterion)
+        results[engine] = run_one(engine, args.target, args.max_iters, args.criterion,
+                                  args.multi_agent)
         if results[engine] is not None:
             results[engine]["load_before"] = load  # type: ignore[index]
         print(engine, json.dumps(results[engine]), flush=True)

@@ -1,7 +1,8 @@
 """``.learners(num_learners=N)``: PPO's update runs data-parallel in N learner actors (each a
 shard of every minibatch, the gradients averaged), its calls marked as the library's; the
 weights it reaches are the driver's update's (num_learners=0) from the same seed, for a single
-module and for multi-agent policies; a checkpoint carries the learners' state."""
+module and for multi-agent policies; a checkpoint carries the learners' state; learners the
+cluster cannot place are refused up front."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import os
 from typing import Any
 
 import numpy as np
+import pytest
 
 from nbdist import events
 from nbdist.rllib.algorithms.algorithm import Algorithm
@@ -89,3 +91,8 @@ def test_learner_actors_train_multi_agent_policies_and_checkpoint(cluster: None,
         assert restored.train()["training_iteration"] == 3
     finally:
         restored.stop()
+
+
+def test_learners_the_cluster_cannot_place_say_so(cluster: None) -> None:
+    with pytest.raises(RuntimeError, match="need 5 x 1 CPU"):
+        config(5).build_algo()  # the module's cluster has 4 CPUs

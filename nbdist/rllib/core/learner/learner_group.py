@@ -154,6 +154,13 @@ class LearnerGroup:
     def _start(self, module_spec: Any) -> None:
         cpus = self.config.num_cpus_per_learner
         cpus = 1.0 if cpus in (None, "auto") else float(cpus)
+        free = float(nbdist.available_resources().get("CPU", 0.0))
+        if cpus * self.num_learners > free + 1e-9:
+            raise RuntimeError(
+                f"the {self.num_learners} learner actors of {self.run_name} need "
+                f"{self.num_learners} x {cpus:g} CPU and the cluster has {free:g} CPU free "
+                "(beside the env runners): lower num_learners, or set num_cpus_per_learner "
+                "(0 shares the CPUs)")
         cls = nbdist.remote(LearnerWorker)
         state = self.module.get_state()
         with nbdist.events.library_call("rllib", self.run_name):
