@@ -4,9 +4,10 @@ A generator task (``num_returns="dynamic"`` or streaming) that another node ran 
 its values in that node's store, under that node's ids: only the generator's one return (the
 refs of its values, in the order they were yielded) comes back here. So that those values
 survive the loss of that node, as in Ray, this table keeps a `Record` per such task while its
-retries last: its spec (its arguments stay pinned, `pin`) and the ids of its values by index
-(``by_item``: value id -> record). Records whose values are all gone from this node's object
-table are dropped (`prune`, when the table has doubled).
+retries last: its spec (its arguments stay pinned, `_pin`) and the ids of its values by index
+(``by_item``: value id -> record, the ids the object table watches). A record goes, and lets go
+of the arguments, when the last of its values leaves this node's object table (`forget`,
+called by the table).
 
 When that node is lost, `lost` gives the specs of the tasks to run again: the same
 function and arguments, ``num_returns`` 0, no retries, and ``extra["rebuild"]`` listing by
@@ -37,12 +38,13 @@ LINEAGE = "lineage"  # the kind of the `Client` that owns rebuild tasks (no conn
 
 
 class Record:
-    __slots__ = ("spec", "items", "retries")
+    __slots__ = ("spec", "items", "retries", "left")
 
     def __init__(self, spec: tuple, items: tuple[int, ...], retries: int) -> None:
         self.spec = spec
         self.items = items
         self.retries = retries  # reruns left (-1 or a huge number: no limit)
+        self.left = len(items)  # values still in the object table (or about to be)
 
 
 class Lineage:
@@ -59,7 +61,6 @@ class Lineage:
         self.owner = Client(None, LINEAGE, (node_index << NODE_SHIFT) | ((1 << NODE_SHIFT) - 1),
                             0, 0)
         self._ids = itertools.count(1)
-        self._prune_at = 1024
 
     def record(self, spec: tuple, index: int, locs: list) -> None:
         """A generator task node ``index`` ran for us ended with ``locs``: keep its lineage if
@@ -69,27 +70,32 @@ class Lineage:
             return
         items = tuple(c for loc in locs for c in (loc[3] if len(loc) > 3 else ())
                       if c >> P.OWNER_SHIFT == index)
-        if not items:
+        if not items or spec[P.S_TASK_ID] in self.records:
             return
-        if len(self.records) >= self._prune_at:
-            self.prune()
         rec = Record(spec, items, retries)
-        old = self.records.pop(spec[P.S_TASK_ID], None)
-        if old is not None:
-            self._drop(old)
         self.records[spec[P.S_TASK_ID]] = rec
         for oid in items:
             self.by_item[oid] = rec
         self._pin(spec, 1)
 
-    def prune(self) -> None:
-        """Drop the records none of whose values is referenced here any more."""
-        objs = self.objs
-        for task_id, rec in list(self.records.items()):
-            if not any(oid in objs for oid in rec.items):
-                del self.records[task_id]
-                self._drop(rec)
-        self._prune_at = max(1024, 2 * len(self.records))
+    def settle(self, task_id: int) -> None:
+        """The task's return was stored here, holding its values (or dropped, nobody holding
+        it): those not in the object table are gone already."""
+        rec = self.records.get(task_id)
+        if rec is not None:
+            for oid in rec.items:
+                if oid not in self.objs:
+                    self.forget(oid)
+
+    def forget(self, oid: int) -> None:
+        """Value ``oid`` left the object table: its record goes with the last of them."""
+        rec = self.by_item.pop(oid, None)
+        if rec is None:
+            return
+        rec.left -= 1
+        if rec.left <= 0 and self.records.get(rec.spec[P.S_TASK_ID]) is rec:
+            del self.records[rec.spec[P.S_TASK_ID]]
+            self._pin(rec.spec, -1)
 
     def lost(self, index: int) -> tuple[list[tuple], list[int]]:
         """Node ``index`` is gone: the specs of the tasks to run again, and the ids of values
@@ -126,12 +132,6 @@ class Lineage:
                 if _pending(self.objs.get(oid)):
                     out.append(oid)
         return out
-
-    def _drop(self, rec: Record) -> None:
-        for oid in rec.items:
-            if self.by_item.get(oid) is rec:
-                del self.by_item[oid]
-        self._pin(rec.spec, -1)
 
     def _pin(self, spec: tuple, sign: int) -> None:
         """A record keeps the task's arguments alive, to run it again."""

@@ -61,6 +61,8 @@ class NodeState:
         self.lineage = Lineage(self.node_index, self._objs, self.objects.incref,
                                self.objects.decref)
         self.tasks.rebuilt = self._rebuilt
+        self.objects.watched = self.lineage.by_item  # (the same dict)
+        self.objects.gone = self.lineage.forget
         # Tasks that submitted tasks here, and tasks being cancelled with the tasks they
         # submit: ids of ended tasks leave them when they have doubled (`_pruned`).
         self.parents: set[int] = set()
@@ -602,6 +604,9 @@ class NodeState:
         if ok:
             if task.spec[P.S_EXTRA] and "generator" in task.spec[P.S_EXTRA]:
                 self.lineage.record(task.spec, index, locs)
+                self.tasks.finish(task, locs, t0, t1, pid, where)
+                self.lineage.settle(task.id)
+                return
             self.tasks.finish(task, locs, t0, t1, pid, where)
             return
         error = locs[0][1] if locs else system_error_blob(RuntimeError("the task failed"))

@@ -52,7 +52,7 @@ missing argument is stored, ``producer(oid)`` for the unfinished task returning 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from nbdist import events as ev
 from nbdist.exceptions import ObjectLostError
@@ -92,6 +92,9 @@ class ObjectTable:
         self.pins: dict[int, int] = {}  # arena offset -> leases out
         self.lingering: dict[int, int] = {}  # arena offset -> size: freed, waits for its leases
         self.locating: dict[int, list[Client]] = {}  # oid -> who waits to hear it exists
+        # Ids whose leaving the table someone must hear of (`nbdist.scheduler.lineage`).
+        self.watched: Mapping[int, object] = {}
+        self.gone: Callable[[int], None] = lambda oid: None
 
     def __len__(self) -> int:
         return len(self.by_id)
@@ -128,6 +131,8 @@ class ObjectTable:
                 self.unborrow(oid)
                 if self.locating:
                     self.locating.pop(oid, None)
+                if self.watched and oid in self.watched:
+                    self.gone(oid)
             return
         self.actor_ref(oid, -1)
 
@@ -165,6 +170,8 @@ class ObjectTable:
             # result), and their ending can drop its last reference before the store returns.
             return
         del self.by_id[oid]
+        if self.watched and oid in self.watched:
+            self.gone(oid)
         size = obj.shm_size or len(obj.blob or b"")  # (for its record: spilling zeroes it)
         if self.borrowed:
             self.unborrow(oid)

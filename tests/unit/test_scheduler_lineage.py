@@ -172,8 +172,19 @@ def test_a_record_pins_the_arguments_and_goes_with_its_values() -> None:
     assert 50 in state.objects  # the record keeps the argument to run the task again
     state.refs(driver, [(-1, 21)])  # the generator's return, and so its value, go
     assert a not in state.objects
-    state.lineage.prune()
-    assert not state.lineage.records and 50 not in state.objects
+    assert not state.lineage.records and not state.lineage.by_item and 50 not in state.objects
+
+
+def test_a_record_goes_at_once_when_nobody_holds_the_generators_return() -> None:
+    state, io, driver = two_nodes(cpus=1)
+    state.put(driver, 50, b"Parg", 0, ())
+    state.submit(driver, spec(10))
+    state.submit(driver, (*spec(20, deps=(50,))[:P.S_EXTRA], {"generator": 1}))
+    run_turn(state)
+    state.refs(driver, [(-1, 21), (-1, 50)])  # the driver let go of the return before its end
+    a = ON_2 | 1
+    state.remote_result(2, 20, True, [(21, b"Pend", 0, (a,))], 0.0, 1.0, 4242)
+    assert not state.lineage.records and not state.lineage.by_item and 50 not in state.objects
 
 
 def test_a_rerun_this_node_cannot_run_goes_to_another_node_which_sends_the_values_back() -> None:
