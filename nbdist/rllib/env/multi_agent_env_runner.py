@@ -248,8 +248,8 @@ class MultiAgentEnvRunner(SingleAgentEnvRunner):
                 agent.add_env_reset(obs[aid], infos.get(aid, {}))
                 episode.agent_episodes[aid] = agent
                 state.pending_reward.pop(aid, None)
-            if aid in obs and not (agent_term or agent_trunc or all_done):
-                state.to_act[aid] = obs[aid]
+            if aid in obs and not (agent_term or agent_trunc or all_done or agent.is_done):
+                state.to_act[aid] = obs[aid]  # (an agent once done does not come back)
         if all_done:
             for agent in episode.agent_episodes.values():
                 if not agent.is_done:
