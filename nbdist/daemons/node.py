@@ -281,6 +281,8 @@ class NodeDaemon:
             st.register_fn(msg[1], msg[2])
         elif op == P.STDOUT:
             self._stdout(client, msg)
+        elif op == P.RUNS:
+            self.to_job(msg[1], (P.EVENT, msg[2]))
         elif op == P.BLOCKED:
             if client.worker is not None:
                 st.blocked(client.worker)
@@ -327,8 +329,11 @@ class NodeDaemon:
         _, task_id, stream, text, *label = msg
         name, job = self.state.task_name(task_id)
         name = label[0] if label else name  # the actor's own repr (worker.actor_label)
+        self.to_job(job, (P.LOG, task_id, name, client.pid, stream, text))
+
+    def to_job(self, job: int, msg: tuple) -> None:
+        """``msg`` to the driver of ``job``: on this node, or relayed to the driver's node."""
         target = self.state.notices.jobs.get(job)
-        msg = (P.LOG, task_id, name, client.pid, stream, text)
         if target is not None:
             self.server.send(target.peer, msg)
         elif job >> 20 not in (0, self.node_index):

@@ -15,6 +15,12 @@ the group's sync methods), so a call that blocks its group holds up no other gro
 Output: ``sys.stdout``/``sys.stderr`` are replaced by streams that send each completed line to
 the node, tagged with the task that printed it.
 
+Run records: a library run executed here (a dataset consumed in a task, an actor or a Train
+worker) publishes ``RunUpdate``s in this process; `RunRelay` sends them, marked with the task
+and actor that made them, to the node for the job's driver (``RUNS``): batched every
+``RELAY_INTERVAL_S``, a member's updates coalesced to its last, and before the task's result.
+A worker whose tasks publish none sends nothing and starts no thread.
+
 Direct calls (`nbdist.driver.direct`): an actor's worker also listens for links from drivers on its
 node (`links.Endpoint`). A call that comes on a link (``CALL``) joins the same inbox as the
 node's ``EXEC``; the main thread fetches its arguments that were not ready (in arrival order,
@@ -28,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import dataclasses
 import inspect
 import os
 import signal
@@ -38,6 +45,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from nbdist import events
 from nbdist.daemons import debugger
 from nbdist.driver import generators, runtime, runtime_env
 from nbdist.driver.actor import READY_METHOD
@@ -110,6 +118,74 @@ class TaskStream:
         raise OSError("task output is captured and has no file descriptor")
 
 
+class RunRelay(events.PullQueue):
+    """The run records published in this worker, sent to the node for each job's driver.
+
+    ``add`` runs on the publishing thread (inside ``events.publish``): it marks the record
+    with the running task and actor and keeps the last per (job, run, member); a sender thread,
+    started by the first record, sends what is kept every ``RELAY_INTERVAL_S``."""
+
+    def __init__(self, worker: Worker) -> None:
+        super().__init__(("run_update",), 0)
+        self.worker = worker
+        self.lock = threading.Lock()
+        self.kept: dict[tuple[int, str, str], tuple] = {}
+        self.wake = threading.Event()
+        self.thread: threading.Thread | None = None
+        self.sent_messages = 0
+        self.sent_records = 0
+
+    def add(self, item: Any) -> None:
+        cls, values = events.fields(item)
+        if cls is not events.RunUpdate:
+            return
+        ctx = self.worker.client.ctx
+        values = tuple(values)
+        n = len(dataclasses.fields(cls))
+        values = (*values, *(None,) * (n - len(values)))
+        values = (*values[:-2], values[-2] or ctx.task_id or None,
+                  values[-1] or self.worker.actor_id or ctx.actor_id or None)
+        # (time, library, run, member, ...): a member's newer update replaces the one kept;
+        # a thread of the task's own (a dataset's prefetcher) has no call: the last one's job
+        key = (ctx.job or self.worker.last_job, values[2], values[3])
+        with self.lock:
+            self.kept.pop(key, None)
+            self.kept[key] = (cls.code, values)
+            if self.thread is None:
+                self.thread = threading.Thread(target=self.run, name="nbdist-run-relay",
+                                               daemon=True)
+                self.thread.start()
+        self.wake.set()
+
+    def run(self) -> None:
+        while True:
+            self.wake.wait()
+            time.sleep(RELAY_INTERVAL_S)  # deliberate sleep: a batch's window (coalescing)
+            self.wake.clear()
+            self.send()
+
+    def send(self) -> None:
+        """Send what is kept now (also on the task's thread, before its result)."""
+        with self.lock:
+            kept, self.kept = self.kept, {}
+        if not kept:
+            return
+        by_job: dict[int, list[tuple]] = {}
+        for (job, _, _), record in kept.items():
+            by_job.setdefault(job, []).append(record)
+        try:
+            self.worker.client.send([(P.RUNS, job, records) for job, records in by_job.items()])
+        except Exception:
+            return  # the node is gone
+        self.sent_messages += 1
+        self.sent_records += len(kept)
+
+
+# How long a worker's run records wait to be sent with the next ones (a data run publishes its
+# operators' updates at most every 0.25 s).
+RELAY_INTERVAL_S = 0.1
+
+
 class Worker:
     def __init__(self, client: runtime.CoreClient, secret: bytes = b"") -> None:
         self.client = client
@@ -127,6 +203,7 @@ class Worker:
         self.actor_spec: tuple | None = None  # its constructor call (the runtime context's)
         self.saved_cuda_env: str | None = None  # CUDA_VISIBLE_DEVICES before a task set it
         self.running_main = 0
+        self.last_job = 0  # the driver of the last call begun (a helper thread's records')
         self.interrupted = 0  # the main thread's task that a cancel interrupted
         self.pool: ThreadPoolExecutor | None = None
         self.arg_pool: ThreadPoolExecutor | None = None  # waits for a concurrent call's args
@@ -142,6 +219,8 @@ class Worker:
         self.pid = os.getpid()
         client.on_other = self.on_message
         client.worker = self
+        self.relay = RunRelay(self)
+        events.bus().pull(self.relay.kinds, queue=self.relay)
 
     # -------------------------------------------------------------- messages
     def on_message(self, msg: tuple) -> None:
@@ -410,7 +489,7 @@ class Worker:
         saved = (ctx.task_id, ctx.job, ctx.actor_id, ctx.name, ctx.link, ctx.group, ctx.spec)
         ctx.spec = spec
         ctx.task_id = spec[P.S_TASK_ID]
-        ctx.job = spec[P.S_JOB]
+        ctx.job = self.last_job = spec[P.S_JOB]
         ctx.actor_id = spec[P.S_ACTOR]
         ctx.name = spec[P.S_NAME]
         ctx.link = link
@@ -542,6 +621,8 @@ class Worker:
             locs += [(oid, error, 0, ()) for oid in range(first + len(values), first + nret)]
         task_id = spec[P.S_TASK_ID]
         client = self.client
+        if self.relay.kept:  # the driver has the task's run records before its result
+            self.relay.send()
         if link is None:
             client.send([(P.RESULT, task_id, True, locs, None, t0, time.time())])
         elif all(loc[1] is not None and not loc[3] for loc in locs):
@@ -588,6 +669,8 @@ class Worker:
                     f"Task {spec[P.S_NAME]!r} was cancelled."))
             self.reply_error(spec, blob, t0, link)
             return
+        if self.relay.kept:
+            self.relay.send()
         try:
             self.client.send([(P.RESULT, spec[P.S_TASK_ID], False, [], blob, t0, time.time())])
         except Exception:

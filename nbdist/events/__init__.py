@@ -289,15 +289,19 @@ class EventBus:
 
         return unsubscribe
 
-    def pull(self, kinds: Iterable[str], on_tick: Callable[[], None] | None = None
-             ) -> PullQueue:
+    def pull(self, kinds: Iterable[str], on_tick: Callable[[], None] | None = None,
+             queue: PullQueue | None = None) -> PullQueue:
         """A queue of the records of ``kinds`` published from now on (see `PullQueue`);
         ``on_tick()`` is called by the dispatcher thread every ``BATCH_INTERVAL_S`` (a reader
-        takes what was queued then, so little waits for its own turn)."""
-        queue = PullQueue(kinds, self._history.maxlen or MAX_BACKLOG, on_tick)
+        takes what was queued then, so little waits for its own turn). A ``queue`` of the
+        caller's own (a `PullQueue` whose ``add`` wakes its reader) starts no dispatcher."""
+        own = queue is None
+        if queue is None:
+            queue = PullQueue(kinds, self._history.maxlen or MAX_BACKLOG, on_tick)
         with self._lock:
             self._pulls = [*self._pulls, queue]
-            self._start_dispatcher()
+            if own:
+                self._start_dispatcher()
         return queue
 
     def unpull(self, queue: PullQueue) -> None:

@@ -25,7 +25,8 @@ from nbdist.ids import hex_id
 # 5: TaskHeld, StepMode (step-through mode).
 # 6: TaskSubmitted.library_call and WaitBegun.library_call (a library's own call or wait:
 #    `nbdist.events.marks`); TaskSummary.marks.
-EVENT_VERSION = 6
+# 7: RunUpdate.task_id and .actor_id (a run record published in a task or an actor's process).
+EVENT_VERSION = 7
 
 
 @dataclass(frozen=True, slots=True)
@@ -332,12 +333,12 @@ class EventsDropped(Event):
     kind = "events_dropped"
 
 
-@_record()
+@_record("task_id", "actor_id")
 @dataclass(frozen=True, slots=True)
 class RunUpdate(Event):
     """A row of a library run's progress: a trial of a Tune search, a worker of a Train run.
 
-    Published by the library in the driver (``nbdist.tune``, ``nbdist.train``), one record per
+    Published by the library (``nbdist.tune``, ``nbdist.train``, ``nbdist.data``), one record per
     report or change of status; views fold them by ``(run, member)``. ``metrics`` holds the
     numbers of the member's last report, ``config`` its flat configuration (values as short
     strings), ``note`` what just happened to it where that is news (stopped by a scheduler, a
@@ -350,6 +351,11 @@ class RunUpdate(Event):
     metrics: tuple[tuple[str, float], ...] = ()
     config: tuple[tuple[str, str], ...] = ()
     note: str = ""
+    # The task (or actor call) and the actor whose process published it, when not the
+    # driver: a dataset executed inside a task, an actor or a Train worker (the worker relays
+    # its run records to the job's driver).
+    task_id: str | None = None
+    actor_id: str | None = None
     kind = "run_update"
 
 

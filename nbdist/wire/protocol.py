@@ -24,7 +24,7 @@ process gives back with ``UNPIN`` (see `nbdist.objects.store`).
 
 from __future__ import annotations
 
-PROTOCOL_VERSION = 4
+PROTOCOL_VERSION = 5
 
 # -- handshake (after authentication) --
 HELLO = 1  # (HELLO, version, kind, pid, info: dict)                     client -> server
@@ -54,6 +54,9 @@ ACTOR_READY = 32  # (ACTOR_READY, actor_id, ok, error_blob)
 # A direct call's results that the node must hold (in shared memory, or containing refs):
 # stored for the calling driver ``job``, which then gets DONE from the node, not the link.
 DIRECT_RESULT = 33  # (DIRECT_RESULT, task_id, job, locs, t_start, t_end)
+# Run records (events.RunUpdate, compact) that a task or actor published in this worker, for
+# the driver of ``job``: batched, a member's updates coalesced; sent only when there are some.
+RUNS = 34  # (RUNS, job, records: [(code, fields)])
 
 # -- node -> client --
 OBJ = 40  # (OBJ, loc)                                   a value or location pushed

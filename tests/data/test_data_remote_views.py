@@ -1,0 +1,144 @@
+"""A dataset executed in a remote task, an actor or a Train worker shows in the driver's views:
+its run records (one member per operator) reach the driver's event stream, marked with the
+task and actor whose process published them; a worker that publishes none sends nothing."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from polling import poll
+
+import nbdist
+from nbdist import data as rd
+from nbdist import train
+from nbdist.ids import hex_id
+from nbdist.jupyter.runs import RunsFold
+
+pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("cluster")]
+
+
+def _slow(batch: dict) -> dict:
+    time.sleep(0.3)  # deliberate sleep: a block's work, so the run lasts over a second
+    return {"id": batch["id"] * 2}
+
+
+def _execute(n: int) -> int:
+    rd.DataContext.get_current().enable_progress_bars = False
+    ds = rd.range(n, override_num_blocks=8).map_batches(_slow)
+    return sum(int(b["id"].sum()) for b in ds.iter_batches(batch_size=None))
+
+
+def _data_records(**match: Any) -> list[Any]:
+    return [e for e in nbdist.events.recent() if e.kind == "run_update"
+            and e.library == "data" and all(getattr(e, k) == v for k, v in match.items())]
+
+
+def _final_run(records: list[Any]) -> dict:
+    fold = RunsFold()
+    for e in records:
+        fold.apply(e)
+    runs = [r for r in fold.snapshot().values()
+            if all(m["status"] == "TERMINATED" for m in r["members"].values())]
+    assert len(runs) == 1, runs
+    return runs[0]
+
+
+def _relay_counts() -> tuple[bool, int, int]:
+    from nbdist.daemons import worker as engine_worker
+    from nbdist.driver import runtime
+
+    relay = runtime.current().worker.relay  # type: ignore[attr-defined]
+    assert isinstance(relay, engine_worker.RunRelay)
+    return relay.thread is not None, relay.sent_messages, relay.sent_records
+
+
+def test_a_dataset_executed_in_a_task_shows_its_operators_in_the_driver() -> None:
+    before = len(_data_records())
+    ref = nbdist.remote(num_cpus=0)(_execute).remote(400)
+    assert nbdist.get(ref) == sum(range(400)) * 2
+    # The worker sends the task's run records before its result: they are here already.
+    records = _data_records()[before:]
+    assert records and {e.task_id for e in records} == {hex_id(ref.id - 1)}  # its task's
+    assert {e.actor_id for e in records} == {None}
+    run = _final_run(records)
+    [member] = run["members"].values()
+    assert member["metrics"]["blocks"] == 8 and member["metrics"]["rows"] == 400
+
+
+@nbdist.remote(num_cpus=0)
+class Holder:
+    def run(self, n: int) -> int:
+        return _execute(n)
+
+    def work(self, n: int) -> int:
+        return sum(nbdist.get([_double.remote(i) for i in range(n)]))
+
+    def relay(self) -> tuple[bool, int, int]:
+        return _relay_counts()
+
+
+@nbdist.remote(num_cpus=0)
+def _double(i: int) -> int:
+    return 2 * i
+
+
+def test_a_dataset_executed_in_an_actor_shows_its_operators_in_the_driver() -> None:
+    holder = Holder.remote()  # type: ignore[attr-defined]
+    # An actor that has published no run records has sent none and runs no relay thread.
+    assert nbdist.get(holder.relay.remote()) == (False, 0, 0)
+    before = len(_data_records())
+    assert nbdist.get(holder.run.remote(240)) == sum(range(240)) * 2
+    records = poll(lambda: [e for e in _data_records()[before:] if e.status == "TERMINATED"]
+                   and _data_records()[before:], timeout=10, what="the actor's run records")
+    actor_id = hex_id(holder._actor_id)
+    assert {e.actor_id for e in records} == {actor_id}
+    run = _final_run(records)
+    [member] = run["members"].values()
+    assert member["metrics"]["blocks"] == 8 and member["metrics"]["rows"] == 240
+    started, messages, sent = nbdist.get(holder.relay.remote())
+    # Coalesced and batched: fewer messages than records, and no more records than the run's
+    # updates (the operator publishes at most every 0.25 s, over about a second).
+    assert started and 1 <= messages <= sent <= len(records) + 1
+    nbdist.kill(holder)
+
+
+def test_a_worker_without_run_records_sends_none() -> None:
+    fresh = Holder.remote()  # type: ignore[attr-defined]
+    before = len(_data_records())
+    assert nbdist.get(fresh.work.remote(20)) == 380  # tasks submitted, waited on, returned
+    # Nothing was relayed: no sender thread, no RUNS message, no record in the driver.
+    assert nbdist.get(fresh.relay.remote()) == (False, 0, 0)
+    assert len(_data_records()) == before
+    nbdist.kill(fresh)
+
+
+def _ingest(config: dict) -> None:
+    shard = train.get_dataset_shard("train")
+    rows = sum(len(b["id"]) for b in shard.iter_batches(batch_size=16))
+    train.report({"rows": rows})
+
+
+def test_a_train_run_shows_its_dataset_ingest_beside_its_ranks(tmp_path: Path) -> None:
+    from nbdist.train import DataParallelTrainer
+
+    before = len(_data_records())
+    ds = rd.range(160, override_num_blocks=8).map_batches(_slow)
+    trainer = DataParallelTrainer(
+        _ingest, datasets={"train": ds},
+        scaling_config=train.ScalingConfig(num_workers=2, resources_per_worker={"CPU": 0.5}),
+        run_config=train.RunConfig(name="ingest_view", storage_path=str(tmp_path)))
+    result = trainer.fit()
+    assert result.error is None and result.metrics["rows"] == 80
+    records = poll(lambda: [e for e in _data_records()[before:] if e.status == "TERMINATED"]
+                   and _data_records()[before:], timeout=10, what="the ingest's run records")
+    assert all(e.task_id is not None for e in records)
+    run = _final_run(records)
+    member = next(iter(run["members"].values()))
+    assert "MapBatches(_slow)" in next(iter(run["members"]))
+    assert member["metrics"]["rows"] == 160 and member["metrics"]["blocks"] == 8
+    ranks = [e for e in nbdist.events.recent() if e.kind == "run_update"
+             and e.library == "train" and e.run.startswith("ingest_view")]
+    assert {e.member for e in ranks} >= {"rank 0", "rank 1"}
