@@ -28,6 +28,12 @@ that trial's section of an Accordion (collapsible, one section per trial, never 
 by line), placed in the run's view if that cell shows one, else on its own in the cell. Lines of a
 training worker stay in the stream, prefixed ``[rank N]``.
 
+Runs executed remotely: a dataset consumed in a task, an actor or a Train worker publishes its
+run records there; the engine relays them to the driver, marked with that task and actor
+(``RunUpdate.task_id``, ``.actor_id``). Its view names where it ran, and when the cell that
+starts it already shows another library's run (a Train run whose ranks read a
+``streaming_split``), its lanes go inside that run's view, below the ranks.
+
 Threads: records arrive on the event dispatcher thread, output on the driver's receiving
 thread, refreshes run on a short-lived timer thread; one lock guards the views' state.
 """
@@ -115,15 +121,25 @@ def lanes_html(run: schema.Run) -> str:
             f"<tbody>{''.join(rows)}</tbody></table>")
 
 
-def title_html(run: schema.Run) -> str:
+def where_of(e: events.RunUpdate) -> str:
+    """Where a run's record was published: "" in the driver, else its actor or task."""
+    if e.actor_id:
+        return f"in actor {e.actor_id[-8:]}"
+    if e.task_id:
+        return f"in task {e.task_id[-8:]}"
+    return ""
+
+
+def title_html(run: schema.Run, where: str = "") -> str:
     counts: dict[str, int] = {}
     for m in run["members"].values():
         counts[m["status"]] = counts.get(m["status"], 0) + 1
     kind = {"train": "workers", "data": "operators", "rllib": "members"}.get(run["library"],
                                                                               "trials")
     states = ", ".join(f"{n} {s.lower()}" for s, n in counts.items())
-    return (f"<b>{html.escape(run['library'])} · {html.escape(run['name'])}</b>: "
-            f"{len(run['members'])} {kind} ({html.escape(states)})")
+    return (f"<b>{html.escape(run['library'])} · {html.escape(run['name'])}</b>"
+            + (f" <i>{html.escape(where)}</i>" if where else "")
+            + f": {len(run['members'])} {kind} ({html.escape(states)})")
 
 
 def curves_figure(run: schema.Run, metric: str) -> Any:
@@ -200,6 +216,7 @@ class RunView:
         self.widget = widgets.VBox([widgets.HBox([self.title, self.metric]), self.figure,
                                     self.table], _dom_classes=("nbdist-run-view",))
         self.run: schema.Run | None = None
+        self.where = ""  # where it ran, if not in the driver (`where_of`)
         self.dirty = False
         self._figure_dirty = False
         self._figure_at = float("-inf")
@@ -208,6 +225,8 @@ class RunView:
 
     def apply(self, e: events.RunUpdate) -> None:
         self.fold.apply(e)
+        if not self.where:
+            self.where = where_of(e)
         self.dirty = True
 
     def trial_outputs(self) -> TrialOutputs:
@@ -224,7 +243,7 @@ class RunView:
             self.fold.take_delta()
             if self.run is not None and self.run["library"] == "data":
                 # A dataset's run: its operators as lanes, no curves to choose or draw.
-                self.title.value = title_html(self.run)
+                self.title.value = title_html(self.run, self.where)
                 self.table.value = lanes_html(self.run)
                 self.metric.layout.display = "none"
             elif self.run is not None:
@@ -282,7 +301,7 @@ class RunViews:
 
     # ------------------------------------------------------------ records (dispatcher)
     def on_events(self, batch: list[Any]) -> None:
-        new: list[RunView] = []
+        new: list[tuple[RunView, RunView | None]] = []
         with self._lock:
             for e in batch:
                 if type(e) is not events.RunUpdate:
@@ -291,14 +310,26 @@ class RunViews:
                 view = self.views.get(key)
                 if view is None:
                     view = self.views[key] = RunView(key)
-                    self._cell_of[key] = self._current_tag()
-                    new.append(view)
+                    tag = self._cell_of[key] = self._current_tag()
+                    new.append((view, self._host_of(e, tag)))
                     self._forget_old()
                 view.apply(e)
-        for view in new:
+        for view, host in new:
             view.refresh(force=True)
-            self._show(self._cell_of[view.run_id], view.widget)
+            if host is not None:  # a remote dataset run of the cell's Train run: below it
+                host.widget.children = (*host.widget.children, view.widget)
+            else:
+                self._show(self._cell_of[view.run_id], view.widget)
         self._schedule()
+
+    def _host_of(self, e: events.RunUpdate, tag: str | None) -> RunView | None:
+        """For a dataset's run executed remotely, the latest view of another library's run
+        in the same cell (whose workers consume it), if any (under ``_lock``)."""
+        if e.library != "data" or not (e.task_id or e.actor_id):
+            return None
+        hosts = [v for k, v in self.views.items() if self._cell_of.get(k) == tag
+                 and not k.startswith("data:")]
+        return hosts[-1] if hosts else None
 
     def _forget_old(self) -> None:
         """Past MAX_VIEWS runs, the oldest stops being followed (a long session stays small)."""

@@ -16,6 +16,7 @@ from nbdist import data as rd
 from nbdist import train
 from nbdist.ids import hex_id
 from nbdist.jupyter.runs import RunsFold
+from nbdist.jupyter.runview import RunViews
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("cluster")]
 
@@ -142,3 +143,19 @@ def test_a_train_run_shows_its_dataset_ingest_beside_its_ranks(tmp_path: Path) -
     ranks = [e for e in nbdist.events.recent() if e.kind == "run_update"
              and e.library == "train" and e.run.startswith("ingest_view")]
     assert {e.member for e in ranks} >= {"rank 0", "rank 1"}
+    # The inline views, fed the same records in order: one view in the cell (the Train
+    # run's), with the ingest's lanes inside it, below its ranks, named by where they ran.
+    shown: list[tuple[str | None, Any]] = []
+    views = RunViews(lambda tag, widget: shown.append((tag, widget)), lambda: "cell-3")
+    try:
+        views.on_events([e for e in nbdist.events.recent() if e.kind == "run_update"
+                         and (e in ranks or e in records)])
+        [(tag, widget)] = shown
+        train_view = next(v for k, v in views.views.items() if k.startswith("train:"))
+        data_view = next(v for k, v in views.views.items() if k.startswith("data:"))
+        assert tag == "cell-3" and widget is train_view.widget
+        assert data_view.widget in train_view.widget.children
+        assert "in actor" in data_view.title.value or "in task" in data_view.title.value
+        assert "data-blocks='8'" in data_view.table.value
+    finally:
+        views.close()
