@@ -90,6 +90,12 @@ class Progress:
         self.published = False
         ctx = nbdist.get_runtime_context()
         self.interactive = ctx.get_task_id() is None and ctx.get_actor_id() is None
+        # The run's name in the views. In a task or an actor, the worker's id is part of it:
+        # its records reach the driver (the engine relays them), and the same dataset, made
+        # in the driver, may be executed in several processes, each counting from 0.
+        self.run = exe.name
+        if not self.interactive:
+            self.run = f"{exe.name}@{ctx.get_worker_id().lstrip('0') or '0'}"
 
     def add(self, name: str) -> OpStats:
         stats = OpStats(name, on_change=lambda: self.update(False))
@@ -137,6 +143,6 @@ class Progress:
         for s in self.exe.stats:
             metrics = (("blocks", float(s.blocks)), ("rows", float(s.rows)),
                        ("bytes", float(s.bytes)), ("in_flight", float(s.in_flight)))
-            events.publish(events.RunUpdate(time.time(), "data", run=self.exe.name,
+            events.publish(events.RunUpdate(time.time(), "data", run=self.run,
                                             member=s.name, status=status,
                                             iteration=s.blocks, metrics=metrics))

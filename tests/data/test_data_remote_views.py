@@ -69,6 +69,33 @@ def test_a_dataset_executed_in_a_task_shows_its_operators_in_the_driver() -> Non
     assert member["metrics"]["blocks"] == 8 and member["metrics"]["rows"] == 400
 
 
+def _execute_given(ds: Any) -> int:
+    rd.DataContext.get_current().enable_progress_bars = False
+    return sum(len(b["id"]) for b in ds.iter_batches(batch_size=None))
+
+
+def test_one_dataset_executed_in_two_tasks_is_two_runs_in_the_driver() -> None:
+    before = len(_data_records())
+    ds = rd.range(160, override_num_blocks=8).map_batches(_slow)  # made in the driver
+    execute = nbdist.remote(num_cpus=0)(_execute_given)
+    refs = [execute.remote(ds), execute.remote(ds)]
+    assert nbdist.get(refs) == [160, 160]
+    records = _data_records()[before:]
+    runs: dict[str, list[Any]] = {}
+    for e in records:
+        runs.setdefault(e.run, []).append(e)
+    # Each process numbers its executions on its own (two fresh workers both say
+    # "<dataset>_0"): the worker's id in the name tells the runs apart, each with all 8
+    # blocks of its own.
+    assert len(runs) == 2, list(runs)
+    assert {r.split("@")[0].rsplit("_", 1)[0] for r in runs} == {ds._name}
+    assert len({r.split("@")[1] for r in runs}) == 2
+    assert {e.task_id for e in records} == {hex_id(r.id - 1) for r in refs}
+    for run_records in runs.values():
+        [member] = _final_run(run_records)["members"].values()
+        assert member["metrics"]["blocks"] == 8 and member["metrics"]["rows"] == 160
+
+
 @nbdist.remote(num_cpus=0)
 class Holder:
     def run(self, n: int) -> int:
