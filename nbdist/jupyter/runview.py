@@ -31,8 +31,9 @@ training worker stay in the stream, prefixed ``[rank N]``.
 Runs executed remotely: a dataset consumed in a task, an actor or a Train worker publishes its
 run records there; the engine relays them to the driver, marked with that task and actor
 (``RunUpdate.task_id``, ``.actor_id``). Its view names where it ran, and when the cell that
-starts it already shows another library's run (a Train run whose ranks read a
-``streaming_split``), its lanes go inside that run's view, below the ranks.
+starts it already shows another library's run that the driver runs (a Train run whose ranks
+read a ``streaming_split``; a Tune search whose trials run Train), it goes inside that run's
+view, below its table (the dataset's lanes below the ranks).
 
 Threads: records arrive on the event dispatcher thread, output on the driver's receiving
 thread, refreshes run on a short-lived timer thread; one lock guards the views' state.
@@ -316,19 +317,20 @@ class RunViews:
                 view.apply(e)
         for view, host in new:
             view.refresh(force=True)
-            if host is not None:  # a remote dataset run of the cell's Train run: below it
+            if host is not None:  # a remote run within the cell's run (its ingest): below it
                 host.widget.children = (*host.widget.children, view.widget)
             else:
                 self._show(self._cell_of[view.run_id], view.widget)
         self._schedule()
 
     def _host_of(self, e: events.RunUpdate, tag: str | None) -> RunView | None:
-        """For a dataset's run executed remotely, the latest view of another library's run
-        in the same cell (whose workers consume it), if any (under ``_lock``)."""
-        if e.library != "data" or not (e.task_id or e.actor_id):
+        """For a run executed remotely (a dataset a Train run's ranks consume, a Train run
+        inside a Tune trial), the latest view in the same cell of a run of another library
+        that the driver runs, if any (under ``_lock``)."""
+        if not (e.task_id or e.actor_id):
             return None
         hosts = [v for k, v in self.views.items() if self._cell_of.get(k) == tag
-                 and not k.startswith("data:")]
+                 and not v.where and not k.startswith(e.library + ":")]
         return hosts[-1] if hosts else None
 
     def _forget_old(self) -> None:

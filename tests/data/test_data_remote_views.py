@@ -186,3 +186,25 @@ def test_a_train_run_shows_its_dataset_ingest_beside_its_ranks(tmp_path: Path) -
         assert "data-blocks='8'" in data_view.table.value
     finally:
         views.close()
+
+
+def test_a_remote_run_goes_inside_the_cells_own_run_and_a_driver_run_stands_alone() -> None:
+    def update(library: str, run: str, member: str, actor: str | None = None) -> Any:
+        return nbdist.events.RunUpdate(1.0, library, run, member, "RUNNING", 1,
+                                       (("rows", 1.0),), actor_id=actor)
+
+    shown: list[tuple[str | None, Any]] = []
+    views = RunViews(lambda tag, widget: shown.append((tag, widget)), lambda: "cell-9")
+    try:
+        views.on_events([update("tune", "search", "t1"),
+                         update("train", "in_trial", "rank 0", actor="00aa00bb00cc00dd01"),
+                         update("data", "dataset_1_0", "ReadRange")])
+        tune_view = views.views["tune:search"]
+        trial_run = views.views["train:in_trial"]
+        driver_data = views.views["data:dataset_1_0"]
+        # The driver's own runs are shown in the cell; the trial's Train run inside the search.
+        assert [w for _, w in shown] == [tune_view.widget, driver_data.widget]
+        assert trial_run.widget in tune_view.widget.children
+        assert trial_run.where == "in actor " + "00aa00bb00cc00dd01"[-8:]
+    finally:
+        views.close()
