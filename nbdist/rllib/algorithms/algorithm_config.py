@@ -242,7 +242,9 @@ class AlgorithmConfig:
         ``observation_space`` and ``action_space``), ``policy_mapping_fn(agent_id, episode,
         **kwargs) -> module_id`` (asked once per agent and episode), ``policies_to_train``
         (a collection of ids, or ``f(module_id, batch) -> bool``; None: all)."""
-        if policies is not NotProvided and not isinstance(policies, dict):
+        if isinstance(policies, (set, frozenset)):  # built in a fixed order: seeds repeat
+            policies = {p: None for p in sorted(policies, key=str)}
+        elif policies is not NotProvided and not isinstance(policies, dict):
             policies = {p: None for p in policies}
         return self._set(policies=policies, policy_mapping_fn=policy_mapping_fn,
                          policies_to_train=policies_to_train)
