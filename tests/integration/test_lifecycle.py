@@ -215,6 +215,27 @@ class Driver:
         self.proc.wait(timeout=30)
 
 
+def _left_by(paths: set[str], pids: set[int]) -> set[str]:
+    """The files of ``paths`` (named ``nbdist-PID-...``) made by one of ``pids`` or by a process
+    that is gone: a cluster another program runs meanwhile on this machine keeps its own."""
+    left = set()
+    for path in paths:
+        pid = os.path.basename(path).split("-")[1]
+        if not pid.isdigit() or int(pid) in pids or not _pid_alive(int(pid)):
+            left.add(path)
+    return left
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _observe(tmp: Path, how: str) -> Outcome:
     before = _shm_files()
     driver = Driver(tmp)
@@ -239,7 +260,8 @@ def _observe(tmp: Path, how: str) -> Outcome:
             tracked = {**outcome.started, **driver.tracked_processes()}
             outcome.note_commands(tracked)
             outcome.survivors = _alive(tracked)
-            outcome.leftover_files = _shm_files() - before
+            outcome.leftover_files = _left_by(_shm_files() - before,
+                                              set(tracked) | {driver.proc.pid})
             return not outcome.survivors and not outcome.leftover_files
 
         # Not a failure here: each test below reports the part (processes, files) it pins.
