@@ -1,6 +1,7 @@
 """Tune searches over PPO configs: ``Tuner("PPO", param_space=config)`` by the registered name
 and ``Tuner(PPO, param_space=config.to_dict())`` by class, each trial an algorithm in a trial
-actor reporting Ray's result keys."""
+actor reporting Ray's result keys; a multi-agent config (its mapping fn shipped with it) runs
+as a trial and reports per-policy returns."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 
 from nbdist import tune
 from nbdist.rllib.algorithms.ppo import PPO, PPOConfig
+from nbdist.rllib.examples.envs.classes.multi_agent import MultiAgentCartPole
 
 
 def config() -> PPOConfig:
@@ -42,3 +44,19 @@ def test_tuner_by_class_with_to_dict(cluster: None, tmp_path: Any) -> None:
                        run_config=tune.RunConfig(stop={"training_iteration": 2},
                                                  storage_path=str(tmp_path), verbose=0))
     check(tuner.fit())
+
+
+def test_tuner_runs_a_multi_agent_config(cluster: None, tmp_path: Any) -> None:
+    param_space = (config().environment(MultiAgentCartPole, env_config={"num_agents": 2})
+                   .training(lr=1e-3)
+                   .multi_agent(policies={"p0", "p1"},
+                                policy_mapping_fn=lambda aid, episode, **kw: f"p{aid}"))
+    results = tune.Tuner("PPO", param_space=param_space,
+                         run_config=tune.RunConfig(stop={"training_iteration": 1},
+                                                   storage_path=str(tmp_path),
+                                                   verbose=0)).fit()
+    assert results.num_errors == 0, [r.error for r in results]
+    (result,) = results
+    runners = result.metrics["env_runners"]
+    assert set(runners["module_episode_returns_mean"]) == {"p0", "p1"}
+    assert {"p0", "p1"} <= set(result.metrics["learners"])
