@@ -111,6 +111,9 @@ def run_file(side: str, tests: Path, name: str, out: Path, timeout: int,
                "-o", "addopts=", "-q", "--rootdir", str(tests), f"--timeout={timeout}",
                *[arg for nodeid in DESELECT for arg in ("--deselect", nodeid)], *remaining]
         stdout = open(out / side / f"{name}.out", "a", encoding="utf-8")
+        # The idle clock starts now: a rerun's log was last written by the earlier run, and
+        # read as stuck from the start, its pytest was killed before it ran a test.
+        log.touch()
         proc = subprocess.Popen(cmd, cwd=tests, env=_env(side, tests, log), stdout=stdout,
                                 stderr=subprocess.STDOUT, start_new_session=True)
         idle = timeout + 90
