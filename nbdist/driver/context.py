@@ -10,6 +10,7 @@ call running in this thread and the constructor call of the process's actor.
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from typing import TYPE_CHECKING, Any
 
@@ -214,6 +215,11 @@ class EngineContext(ContextNames):
             cls = type(worker.instance)
             method = spec[P.S_METHOD]
             name = "__init__" if method == P.ACTOR_INIT else method
+            bound = getattr(cls, name, None)
+            if inspect.iscoroutinefunction(bound) or inspect.isasyncgenfunction(bound):
+                # Ray names an async actor's method by its qualified name (the class's
+                # enclosing function included), a sync one by module, class and method.
+                return f"{cls.__module__}.{bound.__qualname__}"
             return f"{cls.__module__}.{cls.__name__}.{name}"
         fn = worker.fns.get(spec[P.S_FID])
         fn = getattr(fn, "__wrapped__", fn)

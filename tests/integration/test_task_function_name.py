@@ -39,3 +39,22 @@ def test_a_task_and_every_kind_of_actor_call_give_their_function_names(cluster) 
 
 def test_the_driver_has_no_task_function_name(cluster) -> None:
     assert nbdist.get_runtime_context().get_task_function_name() is None
+
+
+def test_an_async_method_of_a_class_made_in_a_function_is_named_by_its_qualified_name(
+        cluster) -> None:
+    # Ray's own naming: an async actor method by its qualified name, a sync one by its class.
+    @nbdist.remote
+    class Local:
+        def sync_name(self):
+            return nbdist.get_runtime_context().get_task_function_name()
+
+        async def async_name(self):
+            return nbdist.get_runtime_context().get_task_function_name()
+
+    local = Local.remote()
+    module = __name__
+    here = "test_an_async_method_of_a_class_made_in_a_function_is_named_by_its_qualified_name"
+    assert nbdist.get(local.sync_name.remote(), timeout=60) == f"{module}.Local.sync_name"
+    assert (nbdist.get(local.async_name.remote(), timeout=60)
+            == f"{module}.{here}.<locals>.Local.async_name")
