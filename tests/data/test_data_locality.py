@@ -40,7 +40,7 @@ def _slow(batch: dict) -> dict:
 
 def _nodes(op: str) -> set[str]:
     """The nodes where the block tasks of operator ``op`` started."""
-    recent = events.recent()
+    recent = events.current_cluster(events.recent())  # not an earlier cluster's same ids
     tasks = {e.task_id for e in recent if type(e) is events.TaskSubmitted
              and e.library_call and e.library_call[0] == "data" and e.library_call[2] == op}
     return {e.node_id for e in recent if type(e) is events.TaskStarted and e.task_id in tasks}
