@@ -28,6 +28,7 @@ import pytest
 from polling import until
 
 import nbdist
+from nbdist.cluster import lifetime
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -221,19 +222,9 @@ def _left_by(paths: set[str], pids: set[int]) -> set[str]:
     left = set()
     for path in paths:
         pid = os.path.basename(path).split("-")[1]
-        if not pid.isdigit() or int(pid) in pids or not _pid_alive(int(pid)):
+        if not pid.isdigit() or int(pid) in pids or not lifetime.pid_alive(int(pid)):
             left.add(path)
     return left
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _observe(tmp: Path, how: str) -> Outcome:
