@@ -281,11 +281,14 @@ def current_cluster_history(history: list[ev.Event] | None = None) -> list[ev.Ev
     if not nodes:
         # No cluster: the last cluster's nodes are those named by the newest records.
         last = next((getattr(e, "node_id", None) for e in reversed(records)
-                     if isinstance(e, _NODE_FIELDS)), None)
+                     if isinstance(e, _NODE_FIELDS) and getattr(e, "node_id", None)), None)
         nodes = {last} if last else set()
     for i in range(len(records) - 1, -1, -1):
         e = records[i]
-        if isinstance(e, _NODE_FIELDS) and getattr(e, "node_id", None) not in nodes:
+        # A record with an empty node id names no node (Ray's table can end a task before its
+        # worker said where it ran): it cannot tell clusters apart.
+        node = getattr(e, "node_id", None)
+        if node and isinstance(e, _NODE_FIELDS) and node not in nodes:
             return records[i + 1:]
     return list(records)
 

@@ -112,3 +112,14 @@ def test_a_finished_task_is_placed_on_its_worker(poller) -> None:
     (start,) = [e for e in published if isinstance(e, ev.TaskStarted)]
     (end,) = _ends(published)
     assert isinstance(end, ev.TaskFinished) and start.worker_pid == 4321
+
+
+def test_a_record_that_names_no_node_does_not_end_the_current_clusters_history() -> None:
+    from nbdist.events import tracing
+
+    # Records that name no node only (whether a cluster runs in this process or not).
+    ran = ev.TaskFailed(1.0, TASK, "earlier", "ValueError", "", 0.5, 0)
+    placed_nowhere = ev.TaskStarted(2.0, "cd" * 24, "cancelled", "", 0)
+    ended = ev.TaskFailed(3.0, "cd" * 24, "cancelled", "TaskCancelledError", "", 1.0, 0)
+    history = [ran, placed_nowhere, ended]
+    assert tracing.current_cluster_history(history) == history
