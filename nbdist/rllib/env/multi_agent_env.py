@@ -59,19 +59,18 @@ class MultiAgentEnv:
         pass
 
     def get_observation_space(self, agent_id: Any) -> Any:
-        spaces = getattr(self, "observation_spaces", None)
-        if spaces and agent_id in spaces:
-            return spaces[agent_id]
-        space = self.observation_space
-        if isinstance(space, gym.spaces.Dict) and agent_id in space.spaces:
-            return space[agent_id]
-        return space
+        return self._space_of(agent_id, "observation")
 
     def get_action_space(self, agent_id: Any) -> Any:
-        spaces = getattr(self, "action_spaces", None)
+        return self._space_of(agent_id, "action")
+
+    def _space_of(self, agent_id: Any, kind: str) -> Any:
+        """The agent's space: from ``{kind}_spaces``, else a Dict ``{kind}_space`` keyed by
+        agent, else the one ``{kind}_space`` every agent shares."""
+        spaces = getattr(self, f"{kind}_spaces", None)
         if spaces and agent_id in spaces:
             return spaces[agent_id]
-        space = self.action_space
+        space = getattr(self, f"{kind}_space")
         if isinstance(space, gym.spaces.Dict) and agent_id in space.spaces:
             return space[agent_id]
         return space
